@@ -1,0 +1,57 @@
+# Two commands do all set-up: `make run` and `make test`. Both build .venv with a Python 3.12+
+# found on this machine (python3 itself is often older; pyenv shims refuse without PYENV_VERSION,
+# so we also look at the interpreters pyenv keeps).
+SHELL := /bin/bash
+PORT ?= 8000
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+define FIND_PYTHON
+for c in python3 python3.14 python3.13 python3.12 \
+         $$(ls -d $$(pyenv root 2>/dev/null || echo $$HOME/.pyenv)/versions/3.1[2-9]*/bin/python3 2>/dev/null | sort -rV) \
+         /usr/local/bin/python3.1[2-9] /usr/bin/python3.1[2-9]; do \
+  if $$c -c 'import sys; sys.exit(sys.version_info < (3, 12))' >/dev/null 2>&1; then echo $$c; exit 0; fi; \
+done; echo "No Python 3.12+ found" >&2; exit 1
+endef
+
+.PHONY: run test test-unit test-browser lint format bench clean
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || { py=$$($(FIND_PYTHON)) && echo "Creating $(VENV) with $$py" && $$py -m venv $(VENV); }
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[dev]"
+	@touch $(STAMP)
+
+run: $(STAMP)
+	DJANGO_DEBUG=$${DJANGO_DEBUG:-true} $(PY) manage.py migrate --noinput
+	DJANGO_DEBUG=$${DJANGO_DEBUG:-true} $(VENV)/bin/daphne -b 127.0.0.1 -p $(PORT) config.asgi:application
+
+# The whole suite: unit/integration tests, then the real-browser tests in their own process
+# (Playwright's event loop and pytest-asyncio's do not mix in one process).
+test: test-unit test-browser
+
+test-unit: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(PY) -m pytest -m "not browser" -q
+
+test-browser: $(STAMP)
+	@if [ -x "$${CHROMIUM:-/usr/bin/chromium}" ]; then \
+	  $(PY) -m pytest -m browser -q -p no:asyncio; \
+	else \
+	  echo "SKIPPED browser tests: no Chromium at $${CHROMIUM:-/usr/bin/chromium} (apt-get install chromium)"; \
+	fi
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+format: $(STAMP)
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+bench: $(STAMP)
+	$(PY) bench/sawtooth.py
+
+clean:
+	rm -rf $(VENV) db.sqlite3

@@ -1,0 +1,45 @@
+"""The plain value that compaction works on: one transcript message, detached from the ORM."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One transcript message as the window sees it.
+
+    `content` is a list of Anthropic content blocks (text, tool_use, tool_result); `tokens` is the
+    count stored once when the message was saved.
+    """
+
+    seq: int
+    role: str  # "user" or "assistant"
+    content: list[dict] = field(hash=False)
+    tokens: int = 0
+    pinned: bool = False
+
+    @property
+    def is_tool_result(self) -> bool:
+        return any(block.get("type") == "tool_result" for block in self.content)
+
+    @property
+    def tool_use_ids(self) -> set[str]:
+        return {b["id"] for b in self.content if b.get("type") == "tool_use" and "id" in b}
+
+    @property
+    def tool_result_ids(self) -> set[str]:
+        return {
+            b["tool_use_id"]
+            for b in self.content
+            if b.get("type") == "tool_result" and "tool_use_id" in b
+        }
+
+    @property
+    def starts_user_turn(self) -> bool:
+        """A user message typed by a person (not a tool result): the only safe place to cut."""
+        return self.role == "user" and not self.is_tool_result
+
+    @property
+    def text(self) -> str:
+        return "\n".join(b.get("text", "") for b in self.content if b.get("type") == "text")
