@@ -7,6 +7,7 @@ error at start-up, not a surprise at run time.
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 
 import dj_database_url
@@ -80,6 +81,7 @@ INSTALLED_APPS = [
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
+    "django.contrib.humanize",
     "channels",
     "django_htmx",
     "chat",
@@ -161,8 +163,10 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-# Serve straight from the app folders (no collectstatic step needed for `make run`).
+# Serve straight from the app folders (no collectstatic step needed for `make run`); WhiteNoise
+# would otherwise warn on every start that STATIC_ROOT has not been collected.
 WHITENOISE_USE_FINDERS = True
+warnings.filterwarnings("ignore", message="No directory at", category=UserWarning)
 WHITENOISE_AUTOREFRESH = DEBUG
 
 if not DEBUG:
@@ -190,7 +194,7 @@ MAX_MESSAGE_CHARS = env_int("MAX_MESSAGE_CHARS", 20_000)
 LLM_PROVIDER = env_str("LLM_PROVIDER").strip().lower()
 if LLM_PROVIDER not in {"", "anthropic", "demo"}:
     raise ImproperlyConfigured(f"LLM_PROVIDER must be anthropic or demo, got {LLM_PROVIDER!r}")
-CHAT_MODEL = env_str("CHAT_MODEL", "claude-sonnet-4-5")
+CHAT_MODEL = env_str("CHAT_MODEL", "claude-sonnet-5")
 CHAT_MAX_TOKENS = env_int("CHAT_MAX_TOKENS", 4096)
 LLM_TIMEOUT_SECONDS = env_int("LLM_TIMEOUT_SECONDS", 120)
 LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 2, minimum=0)

@@ -1,0 +1,20 @@
+"""Send rendered fragments to every tab open on a conversation (its channel-layer group)."""
+
+from __future__ import annotations
+
+from channels.layers import get_channel_layer
+
+
+def group_name(conversation_id: int) -> str:
+    return f"conversation-{conversation_id}"
+
+
+async def html(conversation_id: int, fragment: str) -> None:
+    if fragment:
+        await get_channel_layer().group_send(
+            group_name(conversation_id), {"type": "chat.html", "html": fragment}
+        )
+
+
+async def stop(conversation_id: int) -> None:
+    await get_channel_layer().group_send(group_name(conversation_id), {"type": "turn.stop"})

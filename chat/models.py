@@ -1,0 +1,101 @@
+"""Conversations and the append-only transcript.
+
+A `Message` is one API message. While a reply streams its row is updated; once it leaves the
+`streaming` status nothing writes to it again (see `chat.actions`, which only ever updates rows
+that are still streaming). Compaction never touches these rows: it writes boundaries elsewhere.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from compaction.entries import Entry
+
+
+class ConversationQuerySet(models.QuerySet):
+    def owned_by(self, user) -> ConversationQuerySet:
+        """The only way views and the consumer look conversations up: scoped to one user."""
+        if not user.is_authenticated:
+            return self.none()
+        return self.filter(owner=user, deleted_at__isnull=True)
+
+
+class Conversation(models.Model):
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations"
+    )
+    title = models.CharField(max_length=200, default="New conversation")
+    model = models.CharField(max_length=100)
+    system_prompt = models.TextField(blank=True)
+    # Ask the user to review a draft summary before it becomes a boundary.
+    review_compactions = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    # Deleting hides a conversation from its owner; the transcript rows stay (append-only).
+    deleted_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ConversationQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-updated_at"]
+        indexes = [models.Index(fields=["owner", "deleted_at", "-updated_at"])]
+
+    def __str__(self) -> str:
+        return self.title
+
+
+class Message(models.Model):
+    class Role(models.TextChoices):
+        USER = "user"
+        ASSISTANT = "assistant"
+
+    class Status(models.TextChoices):
+        STREAMING = "streaming"
+        COMPLETE = "complete"
+        ERROR = "error"
+        INTERRUPTED = "interrupted"
+
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="messages")
+    seq = models.PositiveIntegerField()
+    role = models.CharField(max_length=16, choices=Role.choices)
+    content = models.JSONField(default=list)  # Anthropic content blocks
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.COMPLETE)
+    error = models.TextField(blank=True)
+    usage = models.JSONField(null=True, blank=True)  # the API's usage for an assistant reply
+    model = models.CharField(max_length=100, blank=True)
+    tokens = models.PositiveIntegerField(default=0)  # estimated once, when saved
+    # The boundary in force when this reply was requested: its usage anchors token accounting
+    # only while that boundary is still the latest one.
+    window_boundary_id = models.BigIntegerField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["conversation", "seq"], name="message_seq_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.conversation_id}#{self.seq} {self.role}"
+
+    @property
+    def text(self) -> str:
+        return "\n".join(b.get("text", "") for b in self.content if b.get("type") == "text")
+
+    def to_entry(self, pinned: bool = False) -> Entry:
+        return Entry(
+            seq=self.seq, role=self.role, content=self.content, tokens=self.tokens, pinned=pinned
+        )
+
+
+class Pin(models.Model):
+    """A message the user wants carried verbatim into every later window.
+
+    Kept apart from `Message` so pinning never edits a transcript row.
+    """
+
+    message = models.OneToOneField(Message, on_delete=models.CASCADE, related_name="pin")
+    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="pins")
+    created_at = models.DateTimeField(auto_now_add=True)

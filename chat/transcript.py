@@ -1,0 +1,75 @@
+"""What the chat page shows: a slice of the transcript with dividers where boundaries fall."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from compaction.models import Compaction
+
+from .models import Conversation, Message, Pin
+
+SHOWN_BOUNDARIES = [Compaction.Status.COMMITTED, Compaction.Status.UNDONE]
+
+
+@dataclass
+class Item:
+    kind: str  # "message" or "divider"
+    message: Message | None = None
+    compaction: Compaction | None = None
+    pinned: bool = False
+    outside_window: bool = False
+
+
+@dataclass
+class Page:
+    items: list[Item]
+    oldest_seq: int | None  # None: nothing older to load
+    first_kept_seq: int
+
+
+def first_kept_seq(conversation: Conversation) -> int:
+    boundary = (
+        Compaction.objects.filter(conversation=conversation, status=Compaction.Status.COMMITTED)
+        .order_by("-id")
+        .only("first_kept_seq")
+        .first()
+    )
+    return boundary.first_kept_seq if boundary else 1
+
+
+def page(conversation: Conversation, *, before: int | None, limit: int) -> Page:
+    """The newest `limit` messages before `before` (or the newest overall). Fixed query count."""
+    rows = conversation.messages.all()
+    if before is not None:
+        rows = rows.filter(seq__lt=before)
+    messages = list(reversed(rows.order_by("-seq")[: limit + 1]))
+    has_older = len(messages) > limit
+    messages = messages[-limit:] if has_older else messages
+    if not messages:
+        return Page(items=[], oldest_seq=None, first_kept_seq=first_kept_seq(conversation))
+    low, high = messages[0].seq, messages[-1].seq
+    pinned = set(
+        Pin.objects.filter(message__in=[m.pk for m in messages]).values_list("message_id", flat=True)
+    )
+    boundaries: dict[int, list[Compaction]] = {}
+    for row in Compaction.objects.filter(
+        conversation=conversation,
+        status__in=SHOWN_BOUNDARIES,
+        first_kept_seq__gte=low,
+        first_kept_seq__lte=high,
+    ).order_by("id"):
+        boundaries.setdefault(row.first_kept_seq, []).append(row)
+    kept_from = first_kept_seq(conversation)
+    items: list[Item] = []
+    for message in messages:
+        for row in boundaries.get(message.seq, []):
+            items.append(Item(kind="divider", compaction=row))
+        items.append(
+            Item(
+                kind="message",
+                message=message,
+                pinned=message.pk in pinned,
+                outside_window=message.seq < kept_from,
+            )
+        )
+    return Page(items=items, oldest_seq=low if has_older else None, first_kept_seq=kept_from)

@@ -1,0 +1,46 @@
+from django.urls import path
+
+from . import views
+
+urlpatterns = [
+    path("", views.home, name="home"),
+    path("accounts/signup/", views.signup, name="signup"),
+    path("conversations/", views.conversation_create, name="conversation-create"),
+    path("conversations/<int:conversation_id>/", views.conversation_detail, name="conversation"),
+    path(
+        "conversations/<int:conversation_id>/messages/",
+        views.conversation_older,
+        name="conversation-older",
+    ),
+    path(
+        "conversations/<int:conversation_id>/context/",
+        views.conversation_context,
+        name="conversation-context",
+    ),
+    path(
+        "conversations/<int:conversation_id>/window/",
+        views.conversation_window,
+        name="conversation-window",
+    ),
+    path(
+        "conversations/<int:conversation_id>/rename/",
+        views.conversation_rename,
+        name="conversation-rename",
+    ),
+    path(
+        "conversations/<int:conversation_id>/settings/",
+        views.conversation_settings,
+        name="conversation-settings",
+    ),
+    path(
+        "conversations/<int:conversation_id>/delete/",
+        views.conversation_delete,
+        name="conversation-delete",
+    ),
+    path(
+        "conversations/<int:conversation_id>/export.json",
+        views.conversation_export,
+        name="conversation-export",
+    ),
+    path("messages/<int:message_id>/pin/", views.message_pin, name="message-pin"),
+]

@@ -1,0 +1,206 @@
+"""Flat function views. Each looks data up through `owned_by(request.user)` or an action that
+does, so another user's conversation is a 404 and never a leak."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib import messages as flash
+from django.contrib.auth import login
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.forms import UserCreationForm
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from compaction import service as compaction
+from compaction.models import Compaction
+
+from . import actions, render as fragments, transcript
+from .llm import provider_name
+from .models import Conversation, Pin
+
+
+def _owned(request: HttpRequest, conversation_id: int) -> Conversation:
+    return get_object_or_404(Conversation.objects.owned_by(request.user), pk=conversation_id)
+
+
+@require_http_methods(["GET", "POST"])
+def signup(request: HttpRequest) -> HttpResponse:
+    if not settings.ALLOW_SIGNUP:
+        raise Http404("Sign-up is switched off.")
+    form = UserCreationForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        user = form.save()
+        login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+        return redirect("home")
+    return render(request, "registration/signup.html", {"form": form})
+
+
+@login_required
+@require_GET
+def home(request: HttpRequest) -> HttpResponse:
+    latest = Conversation.objects.owned_by(request.user).first()
+    if latest:
+        return redirect("conversation", conversation_id=latest.pk)
+    return render(request, "chat/empty.html", _sidebar(request))
+
+
+@login_required
+@require_POST
+def conversation_create(request: HttpRequest) -> HttpResponse:
+    conversation = actions.create_conversation(request.user)
+    return redirect("conversation", conversation_id=conversation.pk)
+
+
+def _sidebar(request: HttpRequest, current: Conversation | None = None) -> dict:
+    return {
+        "conversations": Conversation.objects.owned_by(request.user).only("id", "title")[:200],
+        "current": current,
+        "demo": provider_name() == "demo",
+    }
+
+
+@login_required
+@require_GET
+def conversation_detail(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    conversation = _owned(request, conversation_id)
+    context = _sidebar(request, conversation) | {
+        "page": transcript.page(conversation, before=None, limit=settings.PAGE_MESSAGES),
+        "ctx": fragments.context_data(conversation),
+        "conversation": conversation,
+    }
+    if request.htmx and request.GET.get("part") == "transcript":
+        # Reconnect: the tab re-fetches the transcript and replaces its own copy wholesale.
+        return render(request, "chat/conversation.html#transcript", context)
+    return render(request, "chat/conversation.html", context)
+
+
+@login_required
+@require_GET
+def conversation_older(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    conversation = _owned(request, conversation_id)
+    try:
+        before = int(request.GET.get("before", ""))
+    except ValueError:
+        return HttpResponse("Say which messages: ?before=<seq>.", status=400)
+    page = transcript.page(conversation, before=before, limit=settings.PAGE_MESSAGES)
+    return render(request, "chat/conversation.html#older", {"page": page, "conversation": conversation})
+
+
+@login_required
+@require_GET
+def conversation_context(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    conversation = _owned(request, conversation_id)
+    context = {"ctx": fragments.context_data(conversation), "conversation": conversation}
+    return render(request, "chat/conversation.html#context", context)
+
+
+@login_required
+@require_GET
+def conversation_window(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    """'What the model sees': exactly the window that export.json reports."""
+    conversation = _owned(request, conversation_id)
+    state = compaction.load_window(conversation)
+    return render(
+        request,
+        "chat/conversation.html#model-view",
+        {
+            "window": state.window,
+            "tokens": state.tokens,
+            "has_summary": state.boundary is not None,
+            "conversation": conversation,
+        },
+    )
+
+
+@login_required
+@require_POST
+def conversation_rename(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    _owned(request, conversation_id)
+    try:
+        actions.rename_conversation(request.user, conversation_id, request.POST.get("title", ""))
+    except actions.ActionError as exc:
+        flash.error(request, exc.reason)
+    return redirect("conversation", conversation_id=conversation_id)
+
+
+@login_required
+@require_POST
+def conversation_settings(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    _owned(request, conversation_id)
+    actions.update_settings(
+        request.user,
+        conversation_id,
+        system_prompt=request.POST.get("system_prompt", ""),
+        review_compactions=request.POST.get("review_compactions") == "on",
+    )
+    flash.success(request, "Settings saved.")
+    return redirect("conversation", conversation_id=conversation_id)
+
+
+@login_required
+@require_POST
+def conversation_delete(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    _owned(request, conversation_id)
+    actions.delete_conversation(request.user, conversation_id)
+    return redirect("home")
+
+
+@login_required
+@require_POST
+def message_pin(request: HttpRequest, message_id: int) -> HttpResponse:
+    try:
+        message = actions.set_pinned(request.user, message_id, request.POST.get("pinned") == "1")
+    except actions.ActionError as exc:
+        raise Http404(exc.reason) from None
+    pinned = Pin.objects.filter(message=message).exists()
+    item = transcript.Item(
+        kind="message",
+        message=message,
+        pinned=pinned,
+        outside_window=message.seq < transcript.first_kept_seq(message.conversation),
+    )
+    return HttpResponse(fragments.message(item))
+
+
+@login_required
+@require_GET
+def conversation_export(request: HttpRequest, conversation_id: int) -> JsonResponse:
+    conversation = _owned(request, conversation_id)
+    state = compaction.load_window(conversation)
+    data = {
+        "id": conversation.pk,
+        "title": conversation.title,
+        "model": conversation.model,
+        "system_prompt": conversation.system_prompt,
+        "messages": [
+            {
+                "seq": m.seq,
+                "role": m.role,
+                "content": m.content,
+                "status": m.status,
+                "tokens": m.tokens,
+                "usage": m.usage,
+                "created_at": m.created_at.isoformat(),
+            }
+            for m in conversation.messages.order_by("seq").iterator()
+        ],
+        "compactions": [
+            {
+                "id": c.pk,
+                "trigger": c.trigger,
+                "pre_tokens": c.pre_tokens,
+                "post_tokens": c.post_tokens,
+                "first_kept_seq": c.first_kept_seq,
+                "summary": c.summary,
+                "summariser": c.summariser,
+                "status": c.status,
+                "created_at": c.created_at.isoformat(),
+            }
+            for c in Compaction.objects.filter(conversation=conversation).order_by("id")
+        ],
+        "window": {**state.window.as_request(), "tokens": state.tokens},
+    }
+    response = JsonResponse(data, json_dumps_params={"ensure_ascii": False})
+    response["Content-Disposition"] = f'inline; filename="conversation-{conversation.pk}.json"'
+    return response

@@ -1,0 +1,69 @@
+"""Admins review every summary: what the model wrote (raw) beside what was kept (cleaned)."""
+
+from django.contrib import admin
+from django.urls import reverse
+from django.utils.html import format_html
+
+from .models import Compaction
+
+
+@admin.register(Compaction)
+class CompactionAdmin(admin.ModelAdmin):
+    list_display = [
+        "id",
+        "conversation",
+        "trigger",
+        "pre_tokens",
+        "post_tokens",
+        "summariser",
+        "status",
+        "edited",
+        "created_at",
+    ]
+    list_filter = ["trigger", "status", "summariser", "edited"]
+    search_fields = ["conversation__title", "summary"]
+    list_select_related = ["conversation"]
+    fieldsets = [
+        (
+            None,
+            {
+                "fields": [
+                    "conversation",
+                    "trigger",
+                    "status",
+                    "instructions",
+                    ("pre_tokens", "post_tokens"),
+                    "compacted_span",
+                    ("summariser", "edited"),
+                    "error",
+                    ("duration_ms", "usage"),
+                    ("created_at", "updated_at"),
+                ]
+            },
+        ),
+        ("Summary beside the model's raw output", {"fields": [("summary", "raw_output")]}),
+    ]
+    readonly_fields = [f.name for f in Compaction._meta.fields] + ["compacted_span"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+    @admin.display(description="Compacted span")
+    def compacted_span(self, obj: Compaction) -> str:
+        if not obj.first_kept_seq:
+            return "-"
+        url = reverse("admin:chat_message_changelist")
+        return format_html(
+            '<a href="{}?conversation__id__exact={}&amp;seq__lt={}">Messages 1–{} of this '
+            "conversation</a>",
+            url,
+            obj.conversation_id,
+            obj.first_kept_seq,
+            obj.first_kept_seq - 1,
+        )

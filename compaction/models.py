@@ -1,0 +1,63 @@
+"""Boundaries: one row per compaction.
+
+A committed boundary says "from `first_kept_seq` on the model sees the original messages; before
+it, it sees `summary`". The latest committed boundary defines the window. Rows are never deleted:
+an undone boundary stays, marked, for admins to review.
+"""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+
+from chat.models import Conversation
+
+
+class Compaction(models.Model):
+    class Trigger(models.TextChoices):
+        MANUAL = "manual"
+        AUTO = "auto"
+
+    class Status(models.TextChoices):
+        RUNNING = "running"  # the summariser is working
+        DRAFT = "draft"  # waiting for the user's review
+        COMMITTED = "committed"  # in force (if latest)
+        FAILED = "failed"  # no boundary: nothing could be cut, or the summary failed
+        DISCARDED = "discarded"  # a draft the user threw away
+        UNDONE = "undone"  # was committed, then undone by the user
+
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="compactions"
+    )
+    trigger = models.CharField(max_length=8, choices=Trigger.choices)
+    instructions = models.TextField(blank=True)
+    first_kept_seq = models.PositiveIntegerField(null=True, blank=True)
+    pre_tokens = models.PositiveIntegerField(default=0)
+    post_tokens = models.PositiveIntegerField(default=0)
+    summary = models.TextField(blank=True)
+    raw_output = models.TextField(blank=True)
+    summariser = models.CharField(max_length=32, blank=True)
+    status = models.CharField(max_length=12, choices=Status.choices, default=Status.RUNNING)
+    error = models.TextField(blank=True)
+    duration_ms = models.PositiveIntegerField(default=0)
+    usage = models.JSONField(null=True, blank=True)
+    # The user changed the model's summary before approving it (review mode).
+    edited = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        constraints = [
+            # The database itself refuses a second compaction of one conversation while one is
+            # running or waiting for review: "a second request is told so, not queued twice".
+            models.UniqueConstraint(
+                fields=["conversation"],
+                condition=Q(status__in=["running", "draft"]),
+                name="one_open_compaction_per_conversation",
+            )
+        ]
+        indexes = [models.Index(fields=["conversation", "status", "-id"])]
+
+    def __str__(self) -> str:
+        return f"{self.trigger} compaction of {self.conversation_id} ({self.status})"

@@ -1,0 +1,102 @@
+// Small behaviours htmx does not cover: keyboard, auto-scroll, window markers, copy buttons,
+// the model-view toggle and recovering from a dropped socket.
+(function () {
+  "use strict";
+
+  function root() { return document.getElementById("chat-root"); }
+
+  // Enter sends, Shift+Enter adds a line, Esc stops a streaming reply.
+  document.addEventListener("keydown", function (e) {
+    var input = document.getElementById("message-input");
+    if (e.target === input && e.key === "Enter" && !e.shiftKey && !e.isComposing) {
+      e.preventDefault();
+      if (input.value.trim()) input.form.requestSubmit();
+    } else if (e.key === "Escape" && document.querySelector('.message[data-status="streaming"]')) {
+      e.preventDefault();
+      document.getElementById("stop-form").requestSubmit();
+    }
+  });
+
+  document.addEventListener("htmx:wsAfterSend", function (e) {
+    var form = e.detail.elt && e.detail.elt.closest ? e.detail.elt.closest("form") : null;
+    if (form && form.id === "composer") form.reset();
+    if (form && form.id === "compact-form") form.reset();
+  });
+
+  // Keep the view pinned to the bottom while the user is reading the newest message.
+  var stickToBottom = true;
+  window.addEventListener("scroll", function () {
+    stickToBottom = window.innerHeight + window.scrollY >= document.body.scrollHeight - 80;
+  }, { passive: true });
+  function scrollDown() { if (stickToBottom) window.scrollTo(0, document.body.scrollHeight); }
+
+  // Messages before the latest boundary are outside the model's window: the context panel
+  // carries that boundary and every swap of it re-marks the transcript.
+  function markWindow() {
+    var ctx = document.getElementById("context");
+    if (!ctx) return;
+    var firstKept = parseInt(ctx.dataset.firstKept || "1", 10);
+    document.querySelectorAll("#transcript .message[data-seq]").forEach(function (el) {
+      el.classList.toggle("outside-window", parseInt(el.dataset.seq, 10) < firstKept);
+    });
+  }
+
+  function addCopyButtons(scope) {
+    (scope || document).querySelectorAll(".markdown pre").forEach(function (pre) {
+      if (pre.querySelector(".copy")) return;
+      var button = document.createElement("button");
+      button.type = "button";
+      button.className = "copy";
+      button.textContent = "Copy";
+      button.addEventListener("click", function () {
+        var code = pre.querySelector("code") || pre;
+        navigator.clipboard.writeText(code.innerText).then(function () {
+          button.textContent = "Copied";
+          setTimeout(function () { button.textContent = "Copy"; }, 1500);
+        });
+      });
+      pre.appendChild(button);
+    });
+  }
+
+  document.addEventListener("htmx:load", function (e) { addCopyButtons(e.target); });
+  document.addEventListener("htmx:oobAfterSwap", function () { markWindow(); scrollDown(); });
+  document.addEventListener("htmx:wsAfterMessage", function () { markWindow(); scrollDown(); });
+  document.addEventListener("DOMContentLoaded", function () {
+    addCopyButtons(document);
+    markWindow();
+    window.scrollTo(0, document.body.scrollHeight);
+  });
+
+  // "Everything" / "What the model sees".
+  document.addEventListener("click", function (e) {
+    var everything = e.target.closest("#show-everything");
+    var modelView = e.target.closest("#show-model-view");
+    if (!everything && !modelView) return;
+    document.getElementById("transcript").hidden = !!modelView;
+    document.getElementById("model-view").hidden = !!everything;
+    document.getElementById("show-everything").setAttribute("aria-pressed", String(!!everything));
+    document.getElementById("show-model-view").setAttribute("aria-pressed", String(!!modelView));
+  });
+
+  // A dropped socket: show the banner; htmx's ws extension reconnects by itself, and when it
+  // does we re-fetch the transcript and panel so nothing is missed and nothing doubles.
+  var dropped = false;
+  document.addEventListener("htmx:wsClose", function () {
+    dropped = true;
+    var banner = document.getElementById("connection");
+    if (banner) banner.hidden = false;
+  });
+  document.addEventListener("htmx:wsOpen", function () {
+    var banner = document.getElementById("connection");
+    if (banner) banner.hidden = true;
+    if (!dropped) return;
+    dropped = false;
+    var r = root();
+    htmx.ajax("GET", r.dataset.transcriptUrl, { target: "#transcript", swap: "outerHTML" });
+    htmx.ajax("GET", r.dataset.contextUrl, { target: "#context", swap: "outerHTML" });
+  });
+  document.addEventListener("click", function (e) {
+    if (e.target.closest("#retry")) window.location.reload();
+  });
+})();

@@ -1,0 +1,61 @@
+"""Shared fixtures: named users (alice owns, bob is denied), conversations, sockets, fake models."""
+
+from __future__ import annotations
+
+import pytest
+from channels.routing import URLRouter
+from channels.testing import WebsocketCommunicator
+
+from tests.fake_anthropic import fake_anthropic  # noqa: F401
+from tests.fakes import FakeClient
+
+
+@pytest.fixture
+def alice(django_user_model):
+    return django_user_model.objects.create_user("alice", password="alice-password-1")
+
+
+@pytest.fixture
+def bob(django_user_model):
+    return django_user_model.objects.create_user("bob", password="bob-password-1")
+
+
+@pytest.fixture
+def conversation(alice):
+    from chat.models import Conversation
+
+    return Conversation.objects.create(owner=alice, model="fake-model", system_prompt="Be brief.")
+
+
+@pytest.fixture
+def fake_llm(monkeypatch):
+    """Every turn and compaction talks to this in-process fake model."""
+    client = FakeClient()
+    monkeypatch.setattr("chat.turns.get_client", lambda: client)
+    return client
+
+
+@pytest.fixture
+def channel_layer(settings):
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+
+def socket_for(user, conversation_id) -> WebsocketCommunicator:
+    """A socket past the auth middleware: the scope carries the user, as AuthMiddleware would."""
+    from config.asgi import websocket_urlpatterns
+
+    communicator = WebsocketCommunicator(
+        URLRouter(websocket_urlpatterns), f"/ws/conversations/{conversation_id}/"
+    )
+    communicator.scope["user"] = user
+    return communicator
+
+
+async def receive_until(communicator, predicate, *, timeout: float = 5.0) -> list[str]:
+    """Collect frames until one satisfies `predicate`; return them all."""
+    frames = []
+    while True:
+        frame = await communicator.receive_from(timeout=timeout)
+        frames.append(frame)
+        if predicate(frame):
+            return frames

@@ -1,0 +1,312 @@
+"""A local fake of the Anthropic Messages API, for testing the real SDK end to end.
+
+The SDK is not mocked: it makes real HTTP requests to this server, which answers `POST
+/v1/messages` from a scripted queue with real server-sent events (chunked transfer encoding, so a
+dropped connection looks like one to the client). Tests enqueue what the next requests get, then
+assert on `.requests`, the JSON bodies the server received.
+
+    def test_it_streams(fake_anthropic):
+        fake_anthropic.enqueue_reply(["Hel", "lo"])
+        ...
+        assert fake_anthropic.requests[0]["system"] == "Be brief."
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+DEFAULT_CHUNKS = ["Hello", " from", " the", " fake", " server."]
+
+
+@dataclass
+class _Script:
+    """One scripted answer to one request."""
+
+    kind: str  # "reply" | "status" | "stream_error" | "drop"
+    chunks: list[str] = field(default_factory=list)
+    usage: dict[str, int] = field(default_factory=dict)
+    stop_reason: str = "end_turn"
+    delay: float = 0.0
+    status: int = 200
+    error_type: str = ""
+    message: str = ""
+
+
+def _usage(usage: dict[str, int] | None, chunks: list[str]) -> dict[str, int]:
+    usage = dict(usage or {})
+    usage.setdefault("input_tokens", 10)
+    usage.setdefault("output_tokens", max(1, len(chunks)))
+    return usage
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    # Never wait on handler threads at close: a test that stopped reading mid-stream must not
+    # hang the teardown while the handler trickles its remaining deltas into a dead socket.
+    block_on_close = False
+    fake: FakeAnthropic
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # keep test output clean
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw or b"{}")
+        except json.JSONDecodeError:
+            body = {"_raw": raw.decode("utf-8", "replace")}
+        fake = self.server.fake
+        if self.path.split("?")[0].rstrip("/") != "/v1/messages":
+            self._send_json(404, _error_body("not_found_error", f"no route for {self.path}"))
+            return
+        script = fake._take(body, dict(self.headers.items()))
+        try:
+            self._answer(script, body)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client went away (a stop or a disconnect test): nothing to tell it
+
+    def _answer(self, script: _Script, body: dict) -> None:
+        model = body.get("model", "fake-model")
+        if script.kind == "status":
+            self._send_json(script.status, _error_body(script.error_type, script.message))
+            return
+        if not body.get("stream"):
+            if script.kind != "reply":
+                self._send_json(500, _error_body("api_error", "scripted stream failure"))
+                return
+            self._send_json(200, _message_json(script, model))
+            return
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream; charset=utf-8")
+        self.send_header("cache-control", "no-cache")
+        self.send_header("transfer-encoding", "chunked")
+        self.send_header("connection", "close")
+        self.send_header("request-id", "req_fake")
+        self.end_headers()
+        self.close_connection = True
+        usage = _usage(script.usage, script.chunks)
+        self._event(
+            "message_start",
+            {
+                "type": "message_start",
+                "message": {
+                    "id": "msg_fake",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": model,
+                    "content": [],
+                    "stop_reason": None,
+                    "stop_sequence": None,
+                    "usage": {
+                        "input_tokens": usage["input_tokens"],
+                        "output_tokens": 1,
+                        "cache_read_input_tokens": usage.get("cache_read_input_tokens", 0),
+                        "cache_creation_input_tokens": usage.get("cache_creation_input_tokens", 0),
+                    },
+                },
+            },
+        )
+        self._event(
+            "content_block_start",
+            {
+                "type": "content_block_start",
+                "index": 0,
+                "content_block": {"type": "text", "text": ""},
+            },
+        )
+        self._event("ping", {"type": "ping"})
+        for i, chunk in enumerate(script.chunks):
+            if i and script.delay:
+                time.sleep(script.delay)
+            self._event(
+                "content_block_delta",
+                {
+                    "type": "content_block_delta",
+                    "index": 0,
+                    "delta": {"type": "text_delta", "text": chunk},
+                },
+            )
+        if script.kind == "drop":
+            # Close the socket without the terminating zero-length chunk: the client sees an
+            # incomplete body, exactly like a connection cut mid-reply.
+            self.wfile.flush()
+            self.connection.shutdown(2)  # SHUT_RDWR
+            return
+        if script.kind == "stream_error":
+            self._event("error", _error_body(script.error_type, script.message))
+            self._end_chunks()
+            return
+        self._event("content_block_stop", {"type": "content_block_stop", "index": 0})
+        self._event(
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": script.stop_reason, "stop_sequence": None},
+                "usage": {"output_tokens": usage["output_tokens"]},
+            },
+        )
+        self._event("message_stop", {"type": "message_stop"})
+        self._end_chunks()
+
+    def _event(self, name: str, data: dict) -> None:
+        payload = f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(payload), payload))
+        self.wfile.flush()
+
+    def _end_chunks(self) -> None:
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+    def _send_json(self, status: int, payload: dict) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.send_header("connection", "close")
+        self.send_header("request-id", "req_fake")
+        self.end_headers()
+        self.close_connection = True
+        self.wfile.write(data)
+        self.wfile.flush()
+
+
+def _error_body(error_type: str, message: str) -> dict:
+    return {"type": "error", "error": {"type": error_type, "message": message}}
+
+
+def _message_json(script: _Script, model: str) -> dict:
+    usage = _usage(script.usage, script.chunks)
+    return {
+        "id": "msg_fake",
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": [{"type": "text", "text": "".join(script.chunks)}],
+        "stop_reason": script.stop_reason,
+        "stop_sequence": None,
+        "usage": {
+            "input_tokens": usage["input_tokens"],
+            "output_tokens": usage["output_tokens"],
+            "cache_read_input_tokens": usage.get("cache_read_input_tokens", 0),
+            "cache_creation_input_tokens": usage.get("cache_creation_input_tokens", 0),
+        },
+    }
+
+
+class FakeAnthropic:
+    """A scriptable Anthropic Messages server on 127.0.0.1 and an ephemeral port."""
+
+    def __init__(self) -> None:
+        self._queue: deque[_Script] = deque()
+        self._lock = threading.Lock()
+        self.requests: list[dict] = []  # JSON bodies of POST /v1/messages, in arrival order
+        self.headers: list[dict[str, str]] = []  # their headers, same order
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    # lifecycle
+
+    def start(self) -> FakeAnthropic:
+        self._server = _Server(("127.0.0.1", 0), _Handler)
+        self._server.fake = self
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    @property
+    def url(self) -> str:
+        assert self._server is not None, "server not started"
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    # scripting
+
+    def enqueue_reply(
+        self,
+        chunks: list[str],
+        *,
+        usage: dict[str, int] | None = None,
+        stop_reason: str = "end_turn",
+        delay: float = 0.0,
+    ) -> None:
+        """A complete streamed reply: one text_delta per chunk, `delay` seconds between them."""
+        self._push(_Script("reply", list(chunks), _usage(usage, chunks), stop_reason, delay=delay))
+
+    def enqueue_status(self, status: int, error_type: str, message: str) -> None:
+        """An HTTP error with the API's JSON error body, e.g. 529 overloaded_error."""
+        self._push(_Script("status", status=status, error_type=error_type, message=message))
+
+    def enqueue_stream_error(
+        self,
+        chunks: list[str],
+        error_type: str = "overloaded_error",
+        message: str = "Overloaded",
+    ) -> None:
+        """A 200 stream that sends these deltas, then `event: error`, then ends."""
+        self._push(_Script("stream_error", list(chunks), error_type=error_type, message=message))
+
+    def enqueue_drop(self, chunks: list[str]) -> None:
+        """A stream that sends these deltas, then cuts the connection."""
+        self._push(_Script("drop", list(chunks)))
+
+    def enqueue_hang(self, seconds: float, *, chunks: int = 20) -> None:
+        """A reply that trickles `chunks` deltas over about `seconds` seconds."""
+        words = [f"word{i} " for i in range(chunks)]
+        self.enqueue_reply(words, delay=seconds / max(1, chunks - 1))
+
+    def _push(self, script: _Script) -> None:
+        with self._lock:
+            self._queue.append(script)
+
+    def _take(self, body: dict, headers: dict[str, str]) -> _Script:
+        with self._lock:
+            self.requests.append(body)
+            self.headers.append({k.lower(): v for k, v in headers.items()})
+            if self._queue:
+                return self._queue.popleft()
+        return _Script("reply", list(DEFAULT_CHUNKS), _usage(None, DEFAULT_CHUNKS))
+
+
+@pytest.fixture
+def fake_anthropic(settings) -> Iterator[FakeAnthropic]:
+    """A running fake server, with settings pointing the app's Anthropic client at it."""
+    from chat import llm
+
+    server = FakeAnthropic().start()
+    settings.LLM_PROVIDER = "anthropic"
+    settings.ANTHROPIC_BASE_URL = server.url
+    settings.ANTHROPIC_API_KEY = "test-key"
+    settings.LLM_MAX_RETRIES = 0
+    settings.LLM_TIMEOUT_SECONDS = 5
+    llm.clear_client_cache()
+    try:
+        yield server
+    finally:
+        llm.clear_client_cache()
+        server.stop()

@@ -1,0 +1,321 @@
+"""The Anthropic client, through the real SDK, against a local fake Messages server."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+
+import pytest
+
+from chat import llm
+from chat.llm import AnthropicClient, DemoClient, LLMError, get_client, provider_name
+
+MESSAGES = [{"role": "user", "content": "Say hello."}]
+
+
+class Collector:
+    def __init__(self) -> None:
+        self.chunks: list[str] = []
+
+    async def __call__(self, text: str) -> None:
+        self.chunks.append(text)
+
+    @property
+    def text(self) -> str:
+        return "".join(self.chunks)
+
+
+async def test_it_streams_a_reply_in_order_and_returns_content_usage_and_stop_reason(
+    fake_anthropic,
+):
+    fake_anthropic.enqueue_reply(
+        ["Hello", ", ", "Alice", "!"],
+        usage={"input_tokens": 42, "output_tokens": 7, "cache_read_input_tokens": 5},
+    )
+    got = Collector()
+
+    reply = await get_client().reply(
+        system="Be brief.", messages=MESSAGES, max_tokens=256, on_text=got
+    )
+
+    assert got.chunks == ["Hello", ", ", "Alice", "!"]
+    assert reply.content == [{"type": "text", "text": "Hello, Alice!"}]
+    assert reply.text == "Hello, Alice!"
+    assert reply.usage == {
+        "input_tokens": 42,
+        "output_tokens": 7,
+        "cache_read_input_tokens": 5,
+        "cache_creation_input_tokens": 0,
+    }
+    assert reply.stop_reason == "end_turn"
+
+
+async def test_text_reaches_on_text_while_the_reply_is_still_streaming(fake_anthropic):
+    fake_anthropic.enqueue_reply(["one ", "two ", "three"], delay=0.2)
+    arrivals: list[float] = []
+
+    async def on_text(text: str) -> None:
+        arrivals.append(time.monotonic())
+
+    await get_client().reply(system="s", messages=MESSAGES, max_tokens=10, on_text=on_text)
+
+    assert len(arrivals) == 3
+    assert arrivals[-1] - arrivals[0] > 0.3  # not buffered until the end
+
+
+async def test_cancelling_a_reply_propagates_and_keeps_the_text_so_far(fake_anthropic):
+    fake_anthropic.enqueue_hang(3)
+    got = Collector()
+    first = asyncio.Event()
+
+    async def on_text(text: str) -> None:
+        await got(text)
+        first.set()
+
+    task = asyncio.create_task(
+        get_client().reply(system="s", messages=MESSAGES, max_tokens=10, on_text=on_text)
+    )
+    await asyncio.wait_for(first.wait(), 5)
+    task.cancel()
+
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert got.text.startswith("word0 ")
+
+
+async def test_it_sends_system_as_its_own_parameter_with_our_messages_model_and_max_tokens(
+    fake_anthropic, settings
+):
+    settings.CHAT_MODEL = "claude-test-model"
+    messages = [
+        {"role": "user", "content": "first"},
+        {"role": "assistant", "content": [{"type": "text", "text": "ok"}]},
+        {"role": "user", "content": "second"},
+    ]
+
+    await get_client().reply(system="You are terse.", messages=messages, max_tokens=123)
+
+    sent = fake_anthropic.requests[-1]
+    assert sent["system"] == "You are terse."
+    assert sent["messages"] == messages
+    assert all(m["role"] in ("user", "assistant") for m in sent["messages"])
+    assert sent["model"] == "claude-test-model"
+    assert sent["max_tokens"] == 123
+    assert sent["stream"] is True
+    headers = fake_anthropic.headers[-1]
+    # SDK 2.14 sends the key as "Authorization: Bearer"; older ones used "x-api-key".
+    assert "test-key" in headers.get("authorization", "") + headers.get("x-api-key", "")
+
+
+async def test_it_leaves_out_an_empty_system_prompt(fake_anthropic):
+    await get_client().reply(system="", messages=MESSAGES, max_tokens=10)
+
+    assert "system" not in fake_anthropic.requests[-1]
+
+
+async def test_it_returns_the_model_the_server_named(fake_anthropic, settings):
+    settings.CHAT_MODEL = "llama3.2"
+
+    reply = await get_client().reply(system="s", messages=MESSAGES, max_tokens=10)
+
+    assert reply.model == "llama3.2"
+
+
+async def test_it_explains_an_overloaded_api(fake_anthropic):
+    fake_anthropic.enqueue_status(529, "overloaded_error", "Overloaded")
+
+    with pytest.raises(LLMError) as err:
+        await get_client().reply(system="s", messages=MESSAGES, max_tokens=10)
+
+    assert err.value.status == 529
+    assert "overloaded" in err.value.reason.lower()
+
+
+async def test_it_explains_a_rate_limit(fake_anthropic):
+    fake_anthropic.enqueue_status(429, "rate_limit_error", "Number of requests exceeded")
+
+    with pytest.raises(LLMError) as err:
+        await get_client().reply(system="s", messages=MESSAGES, max_tokens=10)
+
+    assert err.value.status == 429
+    assert "rate-limit" in err.value.reason
+    assert "wait a moment" in err.value.reason
+
+
+@pytest.mark.parametrize(
+    ("status", "error_type", "words"),
+    [
+        (401, "authentication_error", "rejected the API key"),
+        (403, "permission_error", "not allowed"),
+        (404, "not_found_error", "'claude-missing' was not found"),
+        (400, "invalid_request_error", "messages: roles must alternate"),
+        (500, "api_error", "server error"),
+    ],
+)
+async def test_it_explains_other_api_errors(fake_anthropic, settings, status, error_type, words):
+    settings.CHAT_MODEL = "claude-missing"
+    fake_anthropic.enqueue_status(status, error_type, "messages: roles must alternate")
+
+    with pytest.raises(LLMError) as err:
+        await get_client().reply(system="s", messages=MESSAGES, max_tokens=10)
+
+    assert err.value.status == status
+    assert words in err.value.reason
+
+
+async def test_it_retries_an_overloaded_api_when_retries_are_allowed(fake_anthropic, settings):
+    settings.LLM_MAX_RETRIES = 1
+    fake_anthropic.enqueue_status(529, "overloaded_error", "Overloaded")
+    fake_anthropic.enqueue_reply(["Second ", "time."])
+
+    reply = await get_client().reply(system="s", messages=MESSAGES, max_tokens=10)
+
+    assert reply.text == "Second time."
+    assert len(fake_anthropic.requests) == 2
+
+
+async def test_an_error_event_mid_stream_raises_after_the_partial_text_arrived(fake_anthropic):
+    fake_anthropic.enqueue_stream_error(
+        ["Once ", "upon "], error_type="overloaded_error", message="Overloaded"
+    )
+    got = Collector()
+
+    with pytest.raises(LLMError) as err:
+        await get_client().reply(system="s", messages=MESSAGES, max_tokens=10, on_text=got)
+
+    assert got.text == "Once upon "
+    assert "mid-reply" in err.value.reason
+    assert "Overloaded" in err.value.reason
+    assert err.value.status == 200
+
+
+async def test_a_dropped_connection_raises_after_the_partial_text_arrived(fake_anthropic):
+    fake_anthropic.enqueue_drop(["Half ", "a "])
+    got = Collector()
+
+    with pytest.raises(LLMError) as err:
+        await get_client().reply(system="s", messages=MESSAGES, max_tokens=10, on_text=got)
+
+    assert got.text == "Half a "
+    assert "connection" in err.value.reason
+    assert fake_anthropic.url in err.value.reason
+
+
+async def test_a_slow_server_times_out_readably(fake_anthropic, settings):
+    settings.LLM_TIMEOUT_SECONDS = 0.3
+    fake_anthropic.enqueue_reply(["slow ", "reply"], delay=2)
+    got = Collector()
+
+    with pytest.raises(LLMError) as err:
+        await get_client().reply(system="s", messages=MESSAGES, max_tokens=10, on_text=got)
+
+    assert got.text == "slow "
+    assert "timed out after 0.3 s" in err.value.reason
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def test_an_unreachable_server_raises_readably(settings):
+    url = f"http://127.0.0.1:{_closed_port()}"
+    settings.LLM_PROVIDER = "anthropic"
+    settings.ANTHROPIC_BASE_URL = url
+    settings.ANTHROPIC_API_KEY = ""
+    settings.LLM_MAX_RETRIES = 0
+    settings.LLM_TIMEOUT_SECONDS = 5
+
+    with pytest.raises(LLMError) as err:
+        await get_client().reply(system="s", messages=MESSAGES, max_tokens=10)
+
+    assert err.value.reason == f"Could not reach the model server at {url}."
+    assert err.value.status is None
+
+
+async def test_a_base_url_without_a_key_sends_a_placeholder_key(fake_anthropic, settings):
+    settings.ANTHROPIC_API_KEY = ""
+
+    reply = await get_client().reply(system="s", messages=MESSAGES, max_tokens=10)
+
+    assert reply.text == "Hello from the fake server."
+    headers = fake_anthropic.headers[-1]
+    assert llm.PLACEHOLDER_API_KEY in headers.get("authorization", "") + headers.get(
+        "x-api-key", ""
+    )
+
+
+async def test_anthropic_forced_without_key_or_url_raises_readably(settings):
+    settings.LLM_PROVIDER = "anthropic"
+    settings.ANTHROPIC_API_KEY = ""
+    settings.ANTHROPIC_BASE_URL = ""
+
+    with pytest.raises(LLMError) as err:
+        await get_client().reply(system="s", messages=MESSAGES, max_tokens=10)
+
+    assert "ANTHROPIC_API_KEY" in err.value.reason
+
+
+async def test_a_deprecated_model_name_is_logged_not_raised(fake_anthropic, settings):
+    # The SDK emits a DeprecationWarning for models nearing end-of-life; the suite runs with
+    # -W error::DeprecationWarning, so this would fail if the warning escaped.
+    settings.CHAT_MODEL = "claude-sonnet-4-5"
+
+    reply = await get_client().reply(system="s", messages=MESSAGES, max_tokens=10)
+
+    assert reply.text == "Hello from the fake server."
+
+
+def test_get_client_picks_anthropic_when_a_base_url_is_set(settings):
+    settings.LLM_PROVIDER = ""
+    settings.ANTHROPIC_API_KEY = ""
+    settings.ANTHROPIC_BASE_URL = "http://127.0.0.1:11434"
+
+    assert provider_name() == "anthropic"
+    assert isinstance(get_client(), AnthropicClient)
+    assert get_client() is get_client()
+
+
+def test_get_client_picks_anthropic_when_a_key_is_set(settings):
+    settings.LLM_PROVIDER = ""
+    settings.ANTHROPIC_API_KEY = "sk-test"
+    settings.ANTHROPIC_BASE_URL = ""
+
+    assert provider_name() == "anthropic"
+    assert get_client().provider == "anthropic"
+
+
+def test_get_client_picks_demo_without_key_or_base_url(settings):
+    settings.LLM_PROVIDER = ""
+    settings.ANTHROPIC_API_KEY = ""
+    settings.ANTHROPIC_BASE_URL = ""
+
+    assert provider_name() == "demo"
+    assert isinstance(get_client(), DemoClient)
+    assert get_client().model == "demo"
+
+
+def test_llm_provider_forces_one(settings):
+    settings.ANTHROPIC_API_KEY = "sk-test"
+    settings.LLM_PROVIDER = "demo"
+    assert provider_name() == "demo"
+    assert get_client().provider == "demo"
+
+    settings.ANTHROPIC_API_KEY = ""
+    settings.ANTHROPIC_BASE_URL = ""
+    settings.LLM_PROVIDER = "anthropic"
+    assert provider_name() == "anthropic"
+    assert get_client().provider == "anthropic"
+
+
+def test_changed_settings_give_a_new_client(settings):
+    settings.LLM_PROVIDER = "anthropic"
+    settings.ANTHROPIC_API_KEY = "sk-test"
+    first = get_client()
+
+    settings.CHAT_MODEL = "claude-other"
+
+    assert get_client() is not first
+    assert get_client().model == "claude-other"

@@ -1,0 +1,190 @@
+"""The offline demo model: deterministic, streamed, and honest about the window it was sent."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from chat.llm import DemoClient
+from compaction.tokens import estimate_request, estimate_text
+from compaction.window import SUMMARY_ACK, SUMMARY_INTRO
+
+SYSTEM = "You are a helpful assistant."
+
+
+@pytest.fixture(autouse=True)
+def no_word_delay(settings):
+    settings.DEMO_WORD_DELAY_MS = 0
+
+
+async def ask(messages: list[dict], system: str = SYSTEM) -> tuple[list[str], object]:
+    chunks: list[str] = []
+
+    async def on_text(text: str) -> None:
+        chunks.append(text)
+
+    reply = await DemoClient().reply(
+        system=system, messages=messages, max_tokens=512, on_text=on_text
+    )
+    return chunks, reply
+
+
+def summarised_window() -> list[dict]:
+    return [
+        {
+            "role": "user",
+            "content": f"{SUMMARY_INTRO}\n\nAlice is planning a trip to Lisbon in May.\n"
+            "Her budget is 900 euros for the hotel.",
+        },
+        {"role": "assistant", "content": [{"type": "text", "text": SUMMARY_ACK}]},
+        {"role": "user", "content": "I also want to see the tiled azulejo museum."},
+        {"role": "assistant", "content": [{"type": "text", "text": "Noted: the museum."}]},
+        {"role": "user", "content": "What hotel budget did I give you?"},
+    ]
+
+
+async def test_it_streams_several_chunks_that_make_up_the_reply():
+    chunks, reply = await ask([{"role": "user", "content": "Hello there"}])
+
+    assert len(chunks) > 5
+    assert "".join(chunks) == reply.text
+    assert reply.content == [{"type": "text", "text": reply.text}]
+    assert reply.model == "demo"
+    assert reply.stop_reason == "end_turn"
+
+
+async def test_it_reports_the_message_count_and_no_summary():
+    messages = [
+        {"role": "user", "content": "one"},
+        {"role": "assistant", "content": [{"type": "text", "text": "two"}]},
+        {"role": "user", "content": "three"},
+    ]
+
+    _, reply = await ask(messages)
+
+    tokens = estimate_request(SYSTEM, messages)
+    assert reply.text.startswith("I'm the offline demo model.")
+    assert f"My window holds 3 messages (about {tokens:,} tokens)" in reply.text
+    assert "no summary" in reply.text
+    assert "You said: “three”" in reply.text
+
+
+async def test_it_reports_a_summary_heading_the_window():
+    _, reply = await ask(summarised_window())
+
+    assert "My window holds 5 messages" in reply.text
+    assert "headed by a summary of earlier turns" in reply.text
+
+
+async def test_it_quotes_the_best_matching_window_line_for_a_question():
+    _, reply = await ask(summarised_window())
+
+    assert "> Her budget is 900 euros for the hotel." in reply.text
+
+
+async def test_the_quote_never_is_the_question_itself():
+    _, reply = await ask([{"role": "user", "content": "What is the hotel budget?"}])
+
+    assert "Nothing in my window matches your question." in reply.text
+    assert ">" not in reply.text
+
+
+async def test_it_says_so_when_nothing_matches():
+    messages = summarised_window()
+    messages[-1] = {"role": "user", "content": "Do penguins enjoy jazz?"}
+
+    _, reply = await ask(messages)
+
+    assert "Nothing in my window matches your question." in reply.text
+
+
+async def test_a_statement_gets_no_quote():
+    messages = summarised_window()
+    messages[-1] = {"role": "user", "content": "Tell me about the hotel budget."}
+
+    _, reply = await ask(messages)
+
+    assert "matches your question" not in reply.text
+
+
+async def test_tool_blocks_are_read_as_text():
+    messages = [
+        {"role": "user", "content": "Look up the weather."},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "tool_use", "id": "t1", "name": "weather", "input": {"city": "Oslo"}}
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "t1", "content": "Oslo: snowing, -4C"}
+            ],
+        },
+        {"role": "assistant", "content": [{"type": "text", "text": "It is snowing."}]},
+        {"role": "user", "content": "Is it snowing in Oslo?"},
+    ]
+
+    _, reply = await ask(messages)
+
+    assert "> Oslo: snowing, -4C" in reply.text
+
+
+async def test_it_is_deterministic():
+    first_chunks, first = await ask(summarised_window())
+    second_chunks, second = await ask(summarised_window())
+
+    assert first_chunks == second_chunks
+    assert first == second
+
+
+async def test_it_reports_usage():
+    messages = summarised_window()
+
+    _, reply = await ask(messages)
+
+    assert reply.usage == {
+        "input_tokens": estimate_request(SYSTEM, messages),
+        "output_tokens": estimate_text(reply.text),
+        "cache_read_input_tokens": 0,
+        "cache_creation_input_tokens": 0,
+    }
+    assert reply.usage["input_tokens"] > 0
+
+
+async def test_it_waits_between_words(settings):
+    settings.DEMO_WORD_DELAY_MS = 5
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+
+    chunks, _ = await ask([{"role": "user", "content": "hi"}])
+
+    assert loop.time() - start >= (len(chunks) - 1) * 0.005 * 0.9
+
+
+async def test_it_can_be_cancelled_between_words(settings):
+    settings.DEMO_WORD_DELAY_MS = 50
+    chunks: list[str] = []
+
+    async def on_text(text: str) -> None:
+        chunks.append(text)
+
+    task = asyncio.create_task(
+        DemoClient().reply(
+            system=SYSTEM, messages=summarised_window(), max_tokens=10, on_text=on_text
+        )
+    )
+    await asyncio.sleep(0.12)
+    task.cancel()
+
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert 0 < len(chunks) < 10
+
+
+async def test_it_answers_an_empty_window():
+    _, reply = await ask([])
+
+    assert "My window holds 0 messages" in reply.text
