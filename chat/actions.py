@@ -94,7 +94,10 @@ def append_user_message(user, conversation_id, text) -> Message:
     text = clean_user_text(text)
     with transaction.atomic():
         conversation = (
-            Conversation.objects.owned_by(user).select_for_update().filter(pk=conversation_id).first()
+            Conversation.objects.owned_by(user)
+            .select_for_update()
+            .filter(pk=conversation_id)
+            .first()
         )
         if conversation is None:
             raise ActionError("That conversation does not exist.")
@@ -198,5 +201,3 @@ def set_pinned(user, message_id, pinned: bool) -> Message:
     else:
         Pin.objects.filter(message=message).delete()
     return message
-
-

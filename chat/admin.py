@@ -24,7 +24,15 @@ class MessageInline(ReadOnlyMixin, admin.TabularInline):
 
 @admin.register(Conversation)
 class ConversationAdmin(admin.ModelAdmin):
-    list_display = ["id", "title", "owner", "model", "review_compactions", "updated_at", "deleted_at"]
+    list_display = [
+        "id",
+        "title",
+        "owner",
+        "model",
+        "review_compactions",
+        "updated_at",
+        "deleted_at",
+    ]
     list_filter = ["model", "review_compactions"]
     search_fields = ["title", "owner__username"]
     readonly_fields = ["owner", "model", "created_at", "updated_at", "deleted_at"]

@@ -75,9 +75,10 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         message = await database_sync_to_async(actions.append_user_message)(
             self.user, self.conversation_id, frame.get("message")
         )
+        # Registered before any await, so a second frame already sees the turn as running.
+        turns.start(self.conversation_id)
         await broadcast.html(self.conversation_id, render.appended_message(message))
         await self.send(text_data=render.notice(""))
-        turns.start(self.conversation_id)
 
     async def on_stop(self, frame: dict) -> None:
         await broadcast.stop(self.conversation_id)

@@ -56,7 +56,9 @@ class Message(models.Model):
         ERROR = "error"
         INTERRUPTED = "interrupted"
 
-    conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="messages")
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="messages"
+    )
     seq = models.PositiveIntegerField()
     role = models.CharField(max_length=16, choices=Role.choices)
     content = models.JSONField(default=list)  # Anthropic content blocks
@@ -99,3 +101,6 @@ class Pin(models.Model):
     message = models.OneToOneField(Message, on_delete=models.CASCADE, related_name="pin")
     conversation = models.ForeignKey(Conversation, on_delete=models.CASCADE, related_name="pins")
     created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"pin of message {self.message_id}"

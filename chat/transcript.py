@@ -49,7 +49,9 @@ def page(conversation: Conversation, *, before: int | None, limit: int) -> Page:
         return Page(items=[], oldest_seq=None, first_kept_seq=first_kept_seq(conversation))
     low, high = messages[0].seq, messages[-1].seq
     pinned = set(
-        Pin.objects.filter(message__in=[m.pk for m in messages]).values_list("message_id", flat=True)
+        Pin.objects.filter(message__in=[m.pk for m in messages]).values_list(
+            "message_id", flat=True
+        )
     )
     boundaries: dict[int, list[Compaction]] = {}
     for row in Compaction.objects.filter(

@@ -93,10 +93,17 @@ async def run_turn(conversation_id: int) -> None:
         return
     except Exception as exc:
         log.exception("reply failed")
-        await _finish(conversation_id, reply.pk, partial(), "error", error=f"Unexpected error: {exc}")
+        await _finish(
+            conversation_id, reply.pk, partial(), "error", error=f"Unexpected error: {exc}"
+        )
         return
     await _finish(
-        conversation_id, reply.pk, result.content, "complete", usage=result.usage, model=result.model
+        conversation_id,
+        reply.pk,
+        result.content,
+        "complete",
+        usage=result.usage,
+        model=result.model,
     )
     conversation = await Conversation.objects.aget(pk=conversation_id)
     if await sync_to_async(compaction.wants_auto_compaction)(conversation):
@@ -108,7 +115,9 @@ async def _finish(conversation_id: int, message_id: int, content, status, **fiel
         message_id, content=content, status=status, **fields
     )
     await broadcast.html(conversation_id, render.replaced_message(message))
-    await broadcast.html(conversation_id, await sync_to_async(render.context_panel)(conversation_id))
+    await broadcast.html(
+        conversation_id, await sync_to_async(render.context_panel)(conversation_id)
+    )
     return message
 
 

@@ -15,7 +15,8 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from compaction import service as compaction
 from compaction.models import Compaction
 
-from . import actions, render as fragments, transcript
+from . import actions, transcript
+from . import render as fragments
 from .llm import provider_name
 from .models import Conversation, Pin
 
@@ -84,7 +85,9 @@ def conversation_older(request: HttpRequest, conversation_id: int) -> HttpRespon
     except ValueError:
         return HttpResponse("Say which messages: ?before=<seq>.", status=400)
     page = transcript.page(conversation, before=before, limit=settings.PAGE_MESSAGES)
-    return render(request, "chat/conversation.html#older", {"page": page, "conversation": conversation})
+    return render(
+        request, "chat/conversation.html#older", {"page": page, "conversation": conversation}
+    )
 
 
 @login_required

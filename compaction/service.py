@@ -24,6 +24,7 @@ from .models import Compaction
 from .policy import Budget, auto_paused_until, must_compact_before_send, needs_auto_compaction
 from .summarise import summarise
 from .tokens import (
+    CHARS_PER_TOKEN,
     default_budget,
     estimate_content,
     estimate_text,
@@ -125,7 +126,11 @@ def _anchor(rows: list[Message], boundary: Compaction | None) -> tuple[int, int]
     """The latest reply whose reported usage describes the current window's prefix."""
     boundary_id = boundary.pk if boundary else None
     for row in reversed(rows):
-        if row.role == Message.Role.ASSISTANT and row.usage and row.window_boundary_id == boundary_id:
+        if (
+            row.role == Message.Role.ASSISTANT
+            and row.usage
+            and row.window_boundary_id == boundary_id
+        ):
             reported = usage_input_total(row.usage) + int(row.usage.get("output_tokens") or 0)
             if reported:
                 return row.seq, reported
@@ -182,8 +187,15 @@ def _post_tokens(conversation: Conversation, state: WindowState, summary: str, c
     return head_tokens(conversation.system_prompt, summary, pinned) + sum(e.tokens for e in kept)
 
 
-def _close(row: Compaction, conversation: Conversation, state: WindowState, result, started, *,
-           review: bool) -> Compaction:
+def _close(
+    row: Compaction,
+    conversation: Conversation,
+    state: WindowState,
+    result,
+    started,
+    *,
+    review: bool,
+) -> Compaction:
     row.summary = result.summary
     row.raw_output = result.raw_output
     row.summariser = result.summariser
@@ -204,6 +216,13 @@ def _close(row: Compaction, conversation: Conversation, state: WindowState, resu
         row.status = Compaction.Status.DRAFT if review else Compaction.Status.COMMITTED
     row.save()
     return row
+
+
+def fallback_chars(budget: Budget, replaced_tokens: int) -> int:
+    """Size of a rule-based summary: at most half of what it replaces and a small share of the
+    budget, so that falling back always shrinks the window."""
+    tokens = min(replaced_tokens // 2, int(budget.total * 0.15))
+    return max(int(tokens * CHARS_PER_TOKEN), 400)
 
 
 async def compact(
@@ -227,7 +246,12 @@ async def compact(
     started = time.monotonic()
     try:
         result = await summarise(
-            client, older, previous, row.instructions, max_tokens=settings.SUMMARY_MAX_TOKENS
+            client,
+            older,
+            previous,
+            row.instructions,
+            max_tokens=settings.SUMMARY_MAX_TOKENS,
+            max_chars=fallback_chars(state.budget, sum(e.tokens for e in older)),
         )
         review = allow_review and conversation.review_compactions
         return await sync_to_async(_close)(row, conversation, state, result, started, review=review)

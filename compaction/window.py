@@ -1,8 +1,178 @@
-"""Build the model-facing window: system prompt, latest summary, kept tail of the transcript."""
+"""Build the model-facing window: system prompt, latest summary, kept tail of the transcript.
+
+Everything here is a pure function over plain values: the caller loads the entries and the latest
+boundary, this module only shapes them into a request the Messages API accepts.
+"""
 
 from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from compaction.entries import Entry
+from compaction.summarise import neutralise_tags, render_entry
 
 # The summary re-enters the window as a user/assistant pair at the head of `messages`, so roles
 # keep alternating and the prefix stays byte-identical (cacheable) until the next compaction.
 SUMMARY_INTRO = "This conversation continues from an earlier part, summarised here:"
-SUMMARY_ACK = "Understood. I have the summary of our earlier conversation and will continue from it."
+SUMMARY_ACK = (
+    "Understood. I have the summary of our earlier conversation and will continue from it."
+)
+PINNED_HEADING = "Pinned messages (kept verbatim at the user's request):"
+
+
+@dataclass(frozen=True)
+class Window:
+    """Exactly what the next model request contains (minus model name and max_tokens)."""
+
+    system: str
+    messages: list[dict] = field(hash=False)
+
+    def as_request(self) -> dict:
+        return {"system": self.system, "messages": self.messages}
+
+
+def assemble(
+    system: str,
+    summary: str | None,
+    kept: Sequence[Entry],
+    pinned: Sequence[Entry] = (),
+) -> Window:
+    """The window for the next request.
+
+    `kept` are the transcript entries from the boundary's first_kept_seq on; `pinned` are entries
+    the user pinned that lie before the cut (they ride inside the summary message). The system
+    prompt only ever travels as `system`, never as a message, and is never summarised.
+    """
+    head = summary_pair(summary or "", pinned) if summary is not None or pinned else []
+    body = [_entry_message(e) for e in kept]
+    return Window(system=system, messages=normalise(head + body))
+
+
+def summary_pair(summary: str, pinned: Sequence[Entry] = ()) -> list[dict]:
+    """The user/assistant pair that carries the summary (and pinned messages) into the window."""
+    return [
+        {"role": "user", "content": [{"type": "text", "text": _summary_text(summary, pinned)}]},
+        {"role": "assistant", "content": [{"type": "text", "text": SUMMARY_ACK}]},
+    ]
+
+
+def _summary_text(summary: str, pinned: Sequence[Entry]) -> str:
+    # Neutralised so a summary quoting "</summary>" (say, a verbatim user message) cannot end the
+    # block early and leave the rest looking like a fresh instruction.
+    body = neutralise_tags(summary.strip()) or "(no summary text)"
+    text = f"{SUMMARY_INTRO}\n\n<summary>\n{body}\n</summary>"
+    if pinned:
+        quoted = "\n\n".join(render_entry(e) for e in sorted(pinned, key=lambda e: e.seq))
+        text += f"\n\n{PINNED_HEADING}\n\n{quoted}"
+    return text
+
+
+def _entry_message(entry: Entry) -> dict:
+    # Not copied here: normalise() deep-copies every block on the way in (_clean_message).
+    return {"role": entry.role, "content": entry.content}
+
+
+# --- normalisation -------------------------------------------------------------------------------
+#
+# A transcript is append-only history, so it can hold shapes the API rejects: an assistant reply
+# that failed before any text (empty content), two user messages in a row (the failed reply
+# between them), a tool_use whose result never arrived. Each pass below removes one kind of fault;
+# removing can expose another (an emptied message lets two same-role neighbours meet), so the
+# passes repeat until nothing changes. Every pass only removes or merges, so this terminates.
+
+
+def normalise(messages: list[dict]) -> list[dict]:
+    """Make `messages` valid for the Messages API without inventing any content."""
+    current = [_clean_message(m) for m in messages]
+    while True:
+        nxt = _drop_empty(current)
+        nxt = _drop_leading_assistant(nxt)
+        nxt = _merge_same_role(nxt)
+        nxt = _pair_tools(nxt)
+        if nxt == current:
+            return nxt
+        current = nxt
+
+
+def _clean_message(message: dict) -> dict:
+    """Keep only role and content; drop text blocks the API rejects as empty.
+
+    Blocks are deep-copied: the window is handed to an SDK and to callers that may mutate it,
+    while the entries are the transcript and must never change underneath their owner.
+    """
+    content = message.get("content", [])
+    if isinstance(content, str):
+        content = [{"type": "text", "text": content}]
+    blocks = [copy.deepcopy(b) for b in content if not _is_blank_text(b)]
+    return {"role": message["role"], "content": blocks}
+
+
+def _is_blank_text(block: dict) -> bool:
+    # The API rejects text blocks that are empty or whitespace only.
+    return block.get("type") == "text" and not str(block.get("text", "")).strip()
+
+
+def _drop_empty(messages: list[dict]) -> list[dict]:
+    return [m for m in messages if m["content"]]
+
+
+def _drop_leading_assistant(messages: list[dict]) -> list[dict]:
+    start = 0
+    while start < len(messages) and messages[start]["role"] != "user":
+        start += 1
+    return messages[start:]
+
+
+def _merge_same_role(messages: list[dict]) -> list[dict]:
+    merged: list[dict] = []
+    for message in messages:
+        if merged and merged[-1]["role"] == message["role"]:
+            merged[-1] = {
+                "role": message["role"],
+                "content": merged[-1]["content"] + message["content"],
+            }
+        else:
+            merged.append(message)
+    # The API wants a user message's tool_result blocks before any text in it; merging a typed
+    # message onto a tool-result message can put text first, so restore that order.
+    return [_results_first(m) for m in merged]
+
+
+def _results_first(message: dict) -> dict:
+    if message["role"] != "user":
+        return message
+    results = [b for b in message["content"] if b.get("type") == "tool_result"]
+    others = [b for b in message["content"] if b.get("type") != "tool_result"]
+    return {"role": "user", "content": results + others}
+
+
+def _pair_tools(messages: list[dict]) -> list[dict]:
+    """Drop every tool_use without its result in the next message, and every orphaned result."""
+    fixed = []
+    for i, message in enumerate(messages):
+        before = messages[i - 1] if i > 0 else None
+        after = messages[i + 1] if i + 1 < len(messages) else None
+        if message["role"] == "assistant":
+            answered = _ids(after, "user", "tool_result", "tool_use_id")
+            keep = [b for b in message["content"] if not _unmatched(b, "tool_use", "id", answered)]
+        else:
+            asked = _ids(before, "assistant", "tool_use", "id")
+            keep = [
+                b
+                for b in message["content"]
+                if not _unmatched(b, "tool_result", "tool_use_id", asked)
+            ]
+        fixed.append({"role": message["role"], "content": keep})
+    return fixed
+
+
+def _ids(message: dict | None, role: str, kind: str, key: str) -> set[str]:
+    if message is None or message["role"] != role:
+        return set()
+    return {b.get(key) for b in message["content"] if b.get("type") == kind}
+
+
+def _unmatched(block: dict, kind: str, key: str, partners: set[str]) -> bool:
+    return block.get("type") == kind and block.get(key) not in partners

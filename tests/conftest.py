@@ -37,7 +37,14 @@ def fake_llm(monkeypatch):
 
 @pytest.fixture
 def channel_layer(settings):
-    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    """The configured layer (Redis when REDIS_URL is set), emptied between tests."""
+    from channels.layers import channel_layers
+
+    if not settings.REDIS_URL:
+        settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    channel_layers.backends.clear()
+    yield
+    channel_layers.backends.clear()
 
 
 def socket_for(user, conversation_id) -> WebsocketCommunicator:

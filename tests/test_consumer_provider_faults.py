@@ -46,9 +46,7 @@ async def test_a_streamed_reply_is_saved_with_the_api_usage(alice, conversation,
     ]
 
 
-async def test_an_overloaded_529_keeps_the_message_and_says_so(
-    alice, conversation, fake_anthropic
-):
+async def test_an_overloaded_529_keeps_the_message_and_says_so(alice, conversation, fake_anthropic):
     fake_anthropic.enqueue_status(529, "overloaded_error", "Overloaded")
     frames = await run_turn(alice, conversation, "are you there?")
     user, reply = await saved(conversation)

@@ -30,7 +30,7 @@ async def test_it_streams_a_reply_in_fragments_and_saves_it_with_usage(
     connected, _ = await ws.connect()
     assert connected
     await ws.send_to(text_data=send("hi"))
-    frames = await receive_until(ws, lambda f: 'id="msg-2"' in f and "hx-swap-oob=\"outerHTML\"" in f)
+    frames = await receive_until(ws, lambda f: 'id="msg-2"' in f and 'hx-swap-oob="outerHTML"' in f)
     deltas = [f for f in frames if "beforeend:#msg-2-text" in f]
     assert [d.split(">", 1)[1].split("<", 1)[0] for d in deltas] == ["Hel", "lo ", "there"]
     await turns.wait(conversation.pk)

@@ -28,11 +28,14 @@ def blocks(content: list[dict], role: str = "assistant") -> SafeString:
         kind = block.get("type")
         if kind == "text":
             text = block.get("text", "")
-            parts.append(render_markdown(text) if role == "assistant" else linebreaks(text, autoescape=True))
+            parts.append(
+                render_markdown(text) if role == "assistant" else linebreaks(text, autoescape=True)
+            )
         elif kind == "tool_use":
             parts.append(
                 format_html(
-                    '<div class="tool"><span class="tool-label">Tool call {}</span><pre>{}</pre></div>',
+                    '<div class="tool"><span class="tool-label">Tool call {}</span>'
+                    "<pre>{}</pre></div>",
                     block.get("name", ""),
                     json.dumps(block.get("input", {}), indent=2, ensure_ascii=False),
                 )
@@ -40,7 +43,8 @@ def blocks(content: list[dict], role: str = "assistant") -> SafeString:
         elif kind == "tool_result":
             parts.append(
                 format_html(
-                    '<div class="tool"><span class="tool-label">Tool result{}</span><pre>{}</pre></div>',
+                    '<div class="tool"><span class="tool-label">Tool result{}</span>'
+                    "<pre>{}</pre></div>",
                     " (error)" if block.get("is_error") else "",
                     block_text(block),
                 )

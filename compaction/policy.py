@@ -1,0 +1,92 @@
+"""When to compact: pure decisions over token counts and failure history.
+
+The caller supplies the numbers (the window's tokens from the last reply's usage plus the
+estimated delta, the budget from settings, the failure count from the conversation); nothing here
+reads the database or settings.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+# After a compaction that could not get the window under the threshold (the kept last turn alone
+# is too big), wait for this share of the budget of new growth before trying again, so a long
+# turn does not trigger a compaction on every following turn.
+REGROWTH_SHARE = 0.10
+
+
+@dataclass(frozen=True)
+class Budget:
+    total: int  # the model's context window, in tokens
+    auto_at: float = 0.6  # auto-compaction fires at this share of `total`
+    keep_share: float = 0.25  # share of `total` kept verbatim as the tail
+    reserve: int = 0  # tokens reserved for the reply (the request's max_tokens)
+
+    def __post_init__(self) -> None:
+        # Fail loudly on settings that would make compaction loop or never fire.
+        if self.total <= 0:
+            raise ValueError(f"budget total must be positive, got {self.total}")
+        if not 0 < self.auto_at <= 1:
+            raise ValueError(f"auto_at must be in (0, 1], got {self.auto_at}")
+        if not 0 < self.keep_share < self.auto_at:
+            raise ValueError(
+                f"keep_share must be in (0, auto_at={self.auto_at}), got {self.keep_share}: "
+                "a tail as big as the threshold would re-trigger compaction at once"
+            )
+        if self.reserve < 0:
+            raise ValueError(f"reserve must not be negative, got {self.reserve}")
+
+    @property
+    def threshold(self) -> int:
+        return int(self.total * self.auto_at)
+
+    @property
+    def keep_tokens(self) -> int:
+        return int(self.total * self.keep_share)
+
+    @property
+    def regrowth(self) -> int:
+        return max(1, math.ceil(self.total * REGROWTH_SHARE))
+
+
+def needs_auto_compaction(window_tokens: int, budget: Budget, last_post_tokens: int | None) -> bool:
+    """Whether the window has crossed the auto threshold (checked after a reply).
+
+    `last_post_tokens` is the window size right after the previous compaction (None if there was
+    none). If that compaction could not get under the threshold, compacting again next turn would
+    achieve nothing, so wait until the window has grown by REGROWTH_SHARE of the budget.
+    """
+    if window_tokens < budget.threshold:
+        return False
+    if last_post_tokens is not None and last_post_tokens >= budget.threshold:
+        return window_tokens >= last_post_tokens + budget.regrowth
+    return True
+
+
+def must_compact_before_send(window_tokens: int, incoming_tokens: int, budget: Budget) -> bool:
+    """Whether the next request would not fit: window + new message + room for the reply."""
+    return window_tokens + incoming_tokens + budget.reserve > budget.total
+
+
+def auto_paused_until(
+    failures: int,
+    last_failure_at: datetime | None,
+    *,
+    limit: int,
+    pause: timedelta,
+    now: datetime | None = None,
+) -> datetime | None:
+    """When auto-compaction may run again after `limit` consecutive failures, or None if not paused.
+
+    Repeated failures usually mean the provider is down or the summary prompt does not fit; a
+    pause stops every turn from paying for another doomed call. `limit <= 0` disables pausing.
+    Pass `now` to get None once the pause is over.
+    """
+    if limit <= 0 or failures < limit or last_failure_at is None:
+        return None
+    until = last_failure_at + pause
+    if now is not None and now >= until:
+        return None
+    return until

@@ -1,0 +1,207 @@
+"""Compaction against the database: boundaries, fallbacks, concurrency, review and undo."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from asgiref.sync import sync_to_async
+
+from chat.models import Pin
+from compaction import service
+from compaction.models import Compaction
+from compaction.window import SUMMARY_INTRO
+from tests.fakes import FakeClient
+from tests.transcripts import add_turns, snapshot
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+GOOD = (
+    "<analysis>private reasoning that must not reach the window</analysis>\n"
+    "<summary>\n## Primary request and intent\nBuild a TOML parser.\n</summary>"
+)
+
+
+@pytest.fixture(autouse=True)
+def small_budget(settings):
+    settings.CONTEXT_BUDGET_TOKENS = 2_000
+    settings.KEEP_TAIL_SHARE = 0.25
+
+
+def window_of(conversation):
+    return service.load_window(conversation)
+
+
+async def compact(conversation, client, **kwargs):
+    return await service.compact(conversation.pk, trigger="manual", client=client, **kwargs)
+
+
+async def test_it_commits_a_boundary_and_leaves_the_transcript_untouched(conversation):
+    await sync_to_async(add_turns)(conversation, 8)
+    before = await sync_to_async(snapshot)(conversation)
+    pre = (await sync_to_async(window_of)(conversation)).tokens
+    client = FakeClient()
+    client.enqueue([GOOD])
+    row = await compact(conversation, client)
+    assert row.status == "committed" and row.summariser == "model"
+    assert row.pre_tokens == pre and 0 < row.post_tokens < row.pre_tokens
+    assert row.first_kept_seq > 1 and row.duration_ms >= 0 and row.usage
+    assert await sync_to_async(snapshot)(conversation) == before
+    state = await sync_to_async(window_of)(conversation)
+    head = state.window.messages[0]["content"][0]["text"]
+    assert head.startswith(SUMMARY_INTRO) and "Build a TOML parser." in head
+    assert "private reasoning" not in str(state.window.messages)
+    assert state.window.messages[1]["role"] == "assistant"
+    assert state.window.messages[2]["content"][0]["text"].startswith(
+        f"Question {row.first_kept_seq}"
+    )
+    assert state.tokens == row.post_tokens
+
+
+async def test_the_second_compaction_revises_the_first_summary(conversation):
+    await sync_to_async(add_turns)(conversation, 8)
+    client = FakeClient()
+    client.enqueue([GOOD])
+    await compact(conversation, client)
+    await sync_to_async(add_turns)(conversation, 8)
+    client.enqueue(["<summary>\n## Primary request and intent\nRevised brief.\n</summary>"])
+    second = await compact(conversation, client)
+    request = str(client.calls[-1].messages)
+    assert "<previous_summary>" in request and "Build a TOML parser." in request
+    assert second.summary.strip().endswith("Revised brief.")
+
+
+@pytest.mark.parametrize(
+    ("script", "reason"),
+    [
+        (lambda c: c.enqueue_error("The model is overloaded (529).", status=529), "overloaded"),
+        (lambda c: c.enqueue([""]), "empty"),
+        (lambda c: c.enqueue(["Sure! Here is a summary without any tags."]), "tags"),
+    ],
+)
+async def test_a_failed_model_summary_falls_back_to_rules_never_to_empty(
+    conversation, script, reason
+):
+    await sync_to_async(add_turns)(conversation, 8)
+    client = FakeClient()
+    script(client)
+    row = await compact(conversation, client)
+    assert row.status == "committed"
+    assert row.summariser == "rules"
+    assert reason in row.error.lower()
+    assert row.summary.strip()
+    # The rule-based brief keeps the user's messages, the latest summarised one at least.
+    assert f"Question {row.first_kept_seq - 2}:" in row.summary
+
+
+async def test_a_crash_leaves_no_boundary_and_releases_the_conversation(conversation, monkeypatch):
+    await sync_to_async(add_turns)(conversation, 8)
+
+    async def broken(*args, **kwargs):
+        raise RuntimeError("disk on fire")
+
+    monkeypatch.setattr(service, "summarise", broken)
+    with pytest.raises(RuntimeError):
+        await compact(conversation, FakeClient())
+    row = await Compaction.objects.aget(conversation=conversation)
+    assert row.status == "failed" and "disk on fire" in row.error
+    assert await sync_to_async(service.latest_boundary)(conversation) is None
+    monkeypatch.undo()
+    assert (await compact(conversation, FakeClient())).status == "committed"
+
+
+async def test_two_compact_now_at_once_produce_one_boundary(conversation):
+    await sync_to_async(add_turns)(conversation, 8)
+    client = FakeClient(delay=0.05)
+    client.enqueue(["<summary>", "one", "</summary>"])
+    client.enqueue(["<summary>", "two", "</summary>"])
+    results = await asyncio.gather(
+        compact(conversation, client), compact(conversation, client), return_exceptions=True
+    )
+    refused = [r for r in results if isinstance(r, service.CompactionRefused)]
+    done = [r for r in results if isinstance(r, Compaction)]
+    assert len(done) == 1 and len(refused) == 1
+    assert "already running" in refused[0].reason
+    assert await Compaction.objects.filter(conversation=conversation).acount() == 1
+
+
+async def test_nothing_to_compact_is_refused_with_a_reason(conversation):
+    await sync_to_async(add_turns)(conversation, 1)
+    with pytest.raises(service.CompactionRefused, match="Nothing to compact"):
+        await compact(conversation, FakeClient())
+    assert await Compaction.objects.acount() == 0
+
+
+async def test_a_pinned_message_survives_compaction_verbatim(conversation):
+    await sync_to_async(add_turns)(conversation, 8)
+    first = await conversation.messages.aget(seq=1)
+    await Pin.objects.acreate(message=first, conversation=conversation)
+    client = FakeClient()
+    client.enqueue([GOOD])
+    row = await compact(conversation, client)
+    assert row.first_kept_seq > 1
+    head = (await sync_to_async(window_of)(conversation)).window.messages[0]["content"][0]["text"]
+    assert first.content[0]["text"] in head
+
+
+async def test_review_mode_makes_a_draft_that_only_approval_commits(conversation, alice):
+    conversation.review_compactions = True
+    await conversation.asave()
+    await sync_to_async(add_turns)(conversation, 8)
+    client = FakeClient()
+    client.enqueue([GOOD])
+    draft = await compact(conversation, client)
+    assert draft.status == "draft"
+    assert (await sync_to_async(window_of)(conversation)).boundary is None
+    with pytest.raises(service.CompactionRefused, match="review"):
+        await compact(conversation, client)
+    approved = await sync_to_async(service.approve_draft)(alice, draft.pk, "My own brief.")
+    assert approved.status == "committed" and approved.edited
+    head = (await sync_to_async(window_of)(conversation)).window.messages[0]["content"][0]["text"]
+    assert "My own brief." in head
+
+
+async def test_a_discarded_draft_changes_nothing(conversation, alice):
+    conversation.review_compactions = True
+    await conversation.asave()
+    await sync_to_async(add_turns)(conversation, 8)
+    draft = await compact(conversation, FakeClient())
+    await sync_to_async(service.discard_draft)(alice, draft.pk)
+    assert (await sync_to_async(window_of)(conversation)).boundary is None
+    with pytest.raises(service.CompactionRefused):
+        await sync_to_async(service.approve_draft)(alice, draft.pk, "late")
+
+
+async def test_undo_restores_the_previous_window(conversation, alice):
+    await sync_to_async(add_turns)(conversation, 8)
+    before = (await sync_to_async(window_of)(conversation)).window
+    client = FakeClient()
+    client.enqueue([GOOD])
+    row = await compact(conversation, client)
+    undone = await sync_to_async(service.undo_latest)(alice, conversation.pk)
+    assert undone.pk == row.pk and undone.status == "undone"
+    assert (await sync_to_async(window_of)(conversation)).window == before
+    with pytest.raises(service.CompactionRefused, match="no compaction to undo"):
+        await sync_to_async(service.undo_latest)(alice, conversation.pk)
+
+
+def test_bob_cannot_approve_or_undo_alices_compactions(conversation, bob):
+    row = Compaction.objects.create(
+        conversation=conversation, trigger="manual", status="draft", first_kept_seq=3
+    )
+    with pytest.raises(service.CompactionRefused):
+        service.approve_draft(bob, row.pk, "mine now")
+    with pytest.raises(service.CompactionRefused):
+        service.undo_latest(bob, conversation.pk)
+
+
+def test_repeated_failures_pause_auto_compaction(conversation, settings):
+    settings.COMPACT_FAILURE_LIMIT = 3
+    add_turns(conversation, 20)
+    assert service.wants_auto_compaction(conversation)
+    for _ in range(3):
+        Compaction.objects.create(
+            conversation=conversation, trigger="auto", status="failed", error="boom"
+        )
+    assert service.auto_pause(conversation) is not None
+    assert not service.wants_auto_compaction(conversation)

@@ -1,0 +1,48 @@
+"""Build transcripts straight into the database for tests and benchmarks."""
+
+from __future__ import annotations
+
+from chat.models import Message
+from compaction.tokens import estimate_content
+
+
+def text_block(text: str) -> list[dict]:
+    return [{"type": "text", "text": text}]
+
+
+def add_turns(conversation, count: int, *, words: int = 30, start: int | None = None) -> None:
+    """Append `count` complete user/assistant turns, each message about `words` words long."""
+    if start is None:
+        last = conversation.messages.order_by("-seq").first()
+        start = last.seq + 1 if last else 1
+    rows = []
+    for i in range(count):
+        seq = start + 2 * i
+        user = text_block(f"Question {seq}: " + " ".join(f"topic{seq}w{j}" for j in range(words)))
+        reply = text_block(f"Answer {seq + 1}: " + " ".join(f"fact{seq}w{j}" for j in range(words)))
+        rows.append(
+            Message(
+                conversation=conversation,
+                seq=seq,
+                role="user",
+                content=user,
+                tokens=estimate_content(user),
+            )
+        )
+        rows.append(
+            Message(
+                conversation=conversation,
+                seq=seq + 1,
+                role="assistant",
+                content=reply,
+                tokens=estimate_content(reply),
+                model="fake-model",
+            )
+        )
+    Message.objects.bulk_create(rows)
+
+
+def snapshot(conversation) -> list[tuple]:
+    return list(
+        conversation.messages.order_by("seq").values_list("seq", "role", "content", "status")
+    )
