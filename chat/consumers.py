@@ -78,6 +78,11 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         # Registered before any await, so a second frame already sees the turn as running.
         turns.start(self.conversation_id)
         await broadcast.html(self.conversation_id, render.appended_message(message))
+        if message.seq == 1:  # the first message named the conversation
+            conversation = await database_sync_to_async(actions.get_conversation)(
+                self.user, self.conversation_id
+            )
+            await broadcast.html(self.conversation_id, render.title(conversation))
         await self.send(text_data=render.notice(""))
 
     async def on_stop(self, frame: dict) -> None:
@@ -107,8 +112,12 @@ class ConversationConsumer(AsyncWebsocketConsumer):
 
     async def on_regenerate(self, frame: dict) -> None:
         instructions = str(frame.get("instructions") or "")[: settings.MAX_MESSAGE_CHARS]
-        await database_sync_to_async(compaction.discard_draft)(self.user, frame.get("compaction"))
-        await turns.compact_and_broadcast(self.conversation_id, "manual", instructions=instructions)
+        draft = await database_sync_to_async(compaction.discard_draft)(
+            self.user, frame.get("compaction")
+        )
+        await turns.compact_and_broadcast(
+            self.conversation_id, draft.trigger, instructions=instructions
+        )
 
     async def on_undo(self, frame: dict) -> None:
         row = await database_sync_to_async(compaction.undo_latest)(self.user, self.conversation_id)

@@ -44,6 +44,10 @@ def delta(seq: int, text: str) -> str:
     return f'<span hx-swap-oob="beforeend:#msg-{seq}-text">{escape(text)}</span>'
 
 
+def title(conversation: Conversation) -> str:
+    return _part("title", {"conversation": conversation, "oob": True})
+
+
 def notice(text: str, level: str = "error") -> str:
     return _part("notice", {"text": text, "level": level, "oob": True})
 

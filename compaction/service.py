@@ -345,16 +345,6 @@ def discard_draft(user, compaction_id) -> Compaction:
     return draft
 
 
-async def regenerate_draft(user, compaction_id, instructions: str, client) -> Compaction:
-    """Throw the draft away and summarise the same span again with new instructions."""
-    from asgiref.sync import sync_to_async
-
-    draft = await sync_to_async(discard_draft)(user, compaction_id)
-    return await compact(
-        draft.conversation_id, trigger=draft.trigger, client=client, instructions=instructions
-    )
-
-
 def undo_latest(user, conversation_id) -> Compaction:
     conversation = Conversation.objects.owned_by(user).filter(pk=conversation_id).first()
     boundary = latest_boundary(conversation) if conversation else None

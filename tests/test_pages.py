@@ -1,0 +1,93 @@
+"""Pages and endpoints other programs rely on: sign-up, create, export.json."""
+
+from __future__ import annotations
+
+import pytest
+
+from chat.models import Conversation, Message
+from compaction.models import Compaction
+from compaction.window import SUMMARY_INTRO
+from tests.transcripts import add_turns
+
+pytestmark = pytest.mark.django_db
+
+
+def test_signup_logs_in_and_lands_on_the_chat(client):
+    response = client.post(
+        "/accounts/signup/",
+        {"username": "carol", "password1": "a-long-pass-phrase", "password2": "a-long-pass-phrase"},
+    )
+    assert response.status_code == 302
+    page = client.get("/", follow=True)
+    assert "Start a conversation" in page.content.decode()
+
+
+def test_signup_can_be_switched_off(client, settings):
+    settings.ALLOW_SIGNUP = False
+    assert client.get("/accounts/signup/").status_code == 404
+    assert "Sign up" not in client.get("/accounts/login/").content.decode()
+
+
+def test_post_conversations_creates_one_and_redirects_to_it(client, alice):
+    client.force_login(alice)
+    response = client.post("/conversations/")
+    conversation = Conversation.objects.get(owner=alice)
+    assert response.status_code == 302
+    assert response["Location"] == f"/conversations/{conversation.pk}/"
+
+
+def test_the_page_says_plainly_when_the_demo_model_answers(client, alice, settings):
+    settings.LLM_PROVIDER = "demo"
+    client.force_login(alice)
+    client.post("/conversations/")
+    page = client.get("/", follow=True).content.decode()
+    assert "Demo model answering" in page
+
+
+def test_the_first_message_names_the_conversation(alice, conversation):
+    from chat.actions import append_user_message
+
+    append_user_message(alice, conversation.pk, "How do I parse TOML arrays of tables in Rust?")
+    conversation.refresh_from_db()
+    assert conversation.title == "How do I parse TOML arrays of tables in Rust?"
+
+
+def test_export_json_has_the_documented_shape_and_the_exact_window(client, alice, conversation):
+    add_turns(conversation, 4)
+    Compaction.objects.create(
+        conversation=conversation,
+        trigger="manual",
+        status="committed",
+        first_kept_seq=5,
+        summary="## Primary request and intent\nTest the export.",
+        pre_tokens=900,
+        post_tokens=300,
+        summariser="model",
+    )
+    client.force_login(alice)
+    data = client.get(f"/conversations/{conversation.pk}/export.json").json()
+    assert set(data) == {
+        "id",
+        "title",
+        "model",
+        "system_prompt",
+        "messages",
+        "compactions",
+        "window",
+    }
+    assert [m["seq"] for m in data["messages"]] == list(range(1, 9))
+    assert set(data["messages"][0]) == {
+        "seq", "role", "content", "status", "tokens", "usage", "created_at"
+    }  # fmt: skip
+    (boundary,) = data["compactions"]
+    assert set(boundary) == {
+        "id", "trigger", "pre_tokens", "post_tokens", "first_kept_seq", "summary",
+        "summariser", "status", "created_at",
+    }  # fmt: skip
+    assert (boundary["trigger"], boundary["first_kept_seq"]) == ("manual", 5)
+    window = data["window"]
+    assert set(window) == {"system", "messages", "tokens"}
+    assert window["system"] == "Be brief."
+    assert window["messages"][0]["content"][0]["text"].startswith(SUMMARY_INTRO)
+    assert window["messages"][2]["content"] == Message.objects.get(seq=5).content
+    assert len(window["messages"]) == 2 + 4 and window["tokens"] > 0
