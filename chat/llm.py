@@ -424,6 +424,8 @@ class DemoClient:
         wanted = _words(question)
         best, best_score = None, 0
         for message in window:
+            if message["role"] == "assistant":
+                continue  # quote what the user (or the summary) said, not the demo's own echoes
             text = _message_text(message)
             if text.startswith(SUMMARY_INTRO):
                 text = text[len(SUMMARY_INTRO) :]

@@ -219,10 +219,10 @@ def _close(
 
 
 def fallback_chars(budget: Budget, replaced_tokens: int) -> int:
-    """Size of a rule-based summary: at most half of what it replaces and a small share of the
-    budget, so that falling back always shrinks the window."""
-    tokens = min(replaced_tokens // 2, int(budget.total * 0.15))
-    return max(int(tokens * CHARS_PER_TOKEN), 400)
+    """Size of a rule-based summary: well under what it replaces and a small share of the
+    budget, so that falling back shrinks the window (a compaction that would not is refused)."""
+    tokens = min(int(replaced_tokens * 0.7), int(budget.total * 0.15))
+    return max(int(tokens * CHARS_PER_TOKEN), 600)
 
 
 async def compact(

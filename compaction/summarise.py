@@ -34,10 +34,7 @@ SECTIONS: tuple[str, ...] = (
 FRAME_TAGS = ("transcript", "previous_summary", "instructions", "analysis", "summary")
 _FRAME_TAG_RE = re.compile(r"<(\s*/?\s*)(" + "|".join(FRAME_TAGS) + r")\b", re.IGNORECASE)
 
-RULES_NOTE = (
-    "[This summary was produced by rules, not a model: it keeps the earlier brief, every user "
-    "message (shortened) and key lines of the assistant's replies.]"
-)
+RULES_NOTE = "[Rule-based summary (no model): user messages and key lines of the replies.]"
 
 
 # --- rendering ------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ MESSAGE_OVERHEAD = 4
 # Context windows by model family; anything unknown gets the common 200k.
 MODEL_CONTEXT = {
     "claude": 200_000,
-    "demo": 3_000,  # small on purpose: a newcomer sees compaction after a handful of turns
+    "demo": 2_000,  # small on purpose: a newcomer sees compaction after a handful of turns
 }
 DEFAULT_CONTEXT = 200_000
 
