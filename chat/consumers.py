@@ -92,7 +92,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         if turns.is_running(self.conversation_id):
             return await self.refuse("Wait for the reply to finish, then compact.")
         instructions = str(frame.get("instructions") or "")[: settings.MAX_MESSAGE_CHARS]
-        await turns.compact_and_broadcast(self.conversation_id, "manual", instructions=instructions)
+        turns.start_compaction(self.conversation_id, "manual", instructions=instructions)
 
     async def on_approve(self, frame: dict) -> None:
         row = await database_sync_to_async(compaction.approve_draft)(
@@ -115,9 +115,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         draft = await database_sync_to_async(compaction.discard_draft)(
             self.user, frame.get("compaction")
         )
-        await turns.compact_and_broadcast(
-            self.conversation_id, draft.trigger, instructions=instructions
-        )
+        turns.start_compaction(self.conversation_id, draft.trigger, instructions=instructions)
 
     async def on_undo(self, frame: dict) -> None:
         row = await database_sync_to_async(compaction.undo_latest)(self.user, self.conversation_id)

@@ -24,6 +24,9 @@ log = logging.getLogger(__name__)
 # conversation id -> the task streaming its reply, in this process. Stop reaches it through a
 # group message that every consumer (in every process) relays to `stop()`.
 _running: dict[int, asyncio.Task] = {}
+# conversation id -> a compaction running in the background. The database, not this dict, is what
+# keeps two compactions of one conversation apart; this only lets tests and shutdown wait.
+_compacting: dict[int, asyncio.Task] = {}
 
 
 def is_running(conversation_id: int) -> bool:
@@ -32,17 +35,28 @@ def is_running(conversation_id: int) -> bool:
 
 
 def start(conversation_id: int) -> asyncio.Task:
-    task = asyncio.get_running_loop().create_task(run_turn(conversation_id))
-    _running[conversation_id] = task
-    task.add_done_callback(lambda t: _forget(conversation_id, t))
+    return _spawn(_running, conversation_id, run_turn(conversation_id))
+
+
+def start_compaction(conversation_id: int, trigger: str, **kwargs) -> asyncio.Task:
+    """Compact without holding up the socket: progress and outcome arrive as broadcasts."""
+    return _spawn(
+        _compacting, conversation_id, compact_and_broadcast(conversation_id, trigger, **kwargs)
+    )
+
+
+def _spawn(registry: dict, conversation_id: int, coroutine) -> asyncio.Task:
+    task = asyncio.get_running_loop().create_task(coroutine)
+    registry[conversation_id] = task
+    task.add_done_callback(lambda t: _forget(registry, conversation_id, t))
     return task
 
 
-def _forget(conversation_id: int, task: asyncio.Task) -> None:
-    if _running.get(conversation_id) is task:
-        del _running[conversation_id]
+def _forget(registry: dict, conversation_id: int, task: asyncio.Task) -> None:
+    if registry.get(conversation_id) is task:
+        del registry[conversation_id]
     if not task.cancelled() and task.exception() is not None:
-        log.error("turn for conversation %s failed", conversation_id, exc_info=task.exception())
+        log.error("task for conversation %s failed", conversation_id, exc_info=task.exception())
 
 
 def stop(conversation_id: int) -> bool:
@@ -54,10 +68,11 @@ def stop(conversation_id: int) -> bool:
 
 
 async def wait(conversation_id: int) -> None:
-    """Wait for this conversation's turn (and its auto-compaction) to finish: used by tests."""
-    task = _running.get(conversation_id)
-    if task is not None:
-        await asyncio.gather(task, return_exceptions=True)
+    """Wait for this conversation's turn, then any compaction it started: used by tests."""
+    for registry in (_running, _compacting):
+        task = registry.get(conversation_id)
+        if task is not None:
+            await asyncio.gather(task, return_exceptions=True)
 
 
 async def run_turn(conversation_id: int) -> None:
@@ -107,7 +122,8 @@ async def run_turn(conversation_id: int) -> None:
     )
     conversation = await Conversation.objects.aget(pk=conversation_id)
     if await sync_to_async(compaction.wants_auto_compaction)(conversation):
-        await compact_and_broadcast(conversation_id, "auto", client)
+        # The reply is shown and saved; the user may type on while this runs.
+        start_compaction(conversation_id, "auto", client=client)
 
 
 async def _finish(conversation_id: int, message_id: int, content, status, **fields) -> Message:

@@ -91,3 +91,32 @@ def test_export_json_has_the_documented_shape_and_the_exact_window(client, alice
     assert window["messages"][0]["content"][0]["text"].startswith(SUMMARY_INTRO)
     assert window["messages"][2]["content"] == Message.objects.get(seq=5).content
     assert len(window["messages"]) == 2 + 4 and window["tokens"] > 0
+
+
+def test_pinning_marks_the_message_and_unpinning_clears_it(client, alice, conversation):
+    add_turns(conversation, 2)
+    message = Message.objects.get(conversation=conversation, seq=1)
+    client.force_login(alice)
+    pinned = client.post(f"/messages/{message.pk}/pin/", {"pinned": "1"}).content.decode()
+    assert "pinned" in pinned and "Unpin" in pinned
+    assert message.content == Message.objects.get(pk=message.pk).content  # the row is untouched
+    unpinned = client.post(f"/messages/{message.pk}/pin/", {"pinned": "0"}).content.decode()
+    assert ">Pin<" in unpinned.replace("\n", "").replace(" ", "")
+
+
+def test_the_model_view_shows_exactly_the_window(client, alice, conversation):
+    add_turns(conversation, 3)
+    Compaction.objects.create(
+        conversation=conversation,
+        trigger="auto",
+        status="committed",
+        first_kept_seq=5,
+        summary="Earlier: the user asked about TOML.",
+        pre_tokens=900,
+        post_tokens=300,
+    )
+    client.force_login(alice)
+    html = client.get(f"/conversations/{conversation.pk}/window/").content.decode()
+    assert html.count("window-message") == 2 + 2
+    assert SUMMARY_INTRO in html and "Earlier: the user asked about TOML." in html
+    assert "Question 1:" not in html and "Question 5:" in html
