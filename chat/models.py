@@ -78,6 +78,14 @@ class Message(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["conversation", "seq"], name="message_seq_unique")
         ]
+        indexes = [
+            # "Is a reply streaming?" is asked every turn; this keeps it from scanning the history.
+            models.Index(
+                fields=["conversation"],
+                condition=models.Q(status="streaming"),
+                name="message_streaming",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"{self.conversation_id}#{self.seq} {self.role}"

@@ -77,6 +77,11 @@ async def wait(conversation_id: int) -> None:
 
 async def run_turn(conversation_id: int) -> None:
     client = get_client()
+    # A compaction this process started after the previous reply finishes first, so the window
+    # below is built from its boundary (and the pre-send check sees the result).
+    background = _compacting.get(conversation_id)
+    if background is not None:
+        await asyncio.gather(background, return_exceptions=True)
     conversation = await Conversation.objects.aget(pk=conversation_id)
     if await sync_to_async(compaction.must_compact_first)(conversation):
         await compact_and_broadcast(conversation_id, "auto", client, allow_review=False)

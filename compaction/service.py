@@ -7,6 +7,8 @@ views or consumer: callers broadcast whatever it returns.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import time
 from dataclasses import dataclass
@@ -140,7 +142,7 @@ def _anchor(rows: list[Message], boundary: Compaction | None) -> tuple[int, int]
 # --- running a compaction -------------------------------------------------------------------
 
 
-def _open(conversation_id: int, trigger: str, instructions: str):
+def _open(conversation_id: int, trigger: str, instructions: str, *, supersede_draft: bool):
     """Claim the conversation for one compaction and pick the cut. Refuses if one is open."""
     with transaction.atomic():
         conversation = Conversation.objects.select_for_update().get(pk=conversation_id)
@@ -149,6 +151,16 @@ def _open(conversation_id: int, trigger: str, instructions: str):
             status=Compaction.Status.RUNNING,
             updated_at__lt=timezone.now() - STALE_RUNNING_AFTER,
         ).update(status=Compaction.Status.FAILED, error="Interrupted: the server stopped.")
+        if supersede_draft:
+            # The window no longer fits: a draft still waiting for review cannot hold up the
+            # request. It stays in admin, marked, and this compaction commits directly.
+            Compaction.objects.filter(
+                conversation=conversation, status=Compaction.Status.DRAFT
+            ).update(
+                status=Compaction.Status.DISCARDED,
+                error="Superseded: the window was full before the draft was reviewed.",
+                updated_at=timezone.now(),
+            )
         open_one = Compaction.objects.filter(
             conversation=conversation,
             status__in=[Compaction.Status.RUNNING, Compaction.Status.DRAFT],
@@ -240,9 +252,20 @@ async def compact(
     """
     from asgiref.sync import sync_to_async
 
-    conversation, row, state, older, previous = await sync_to_async(_open)(
-        conversation_id, trigger, instructions
+    opening = asyncio.ensure_future(
+        sync_to_async(_open)(
+            conversation_id, trigger, instructions, supersede_draft=not allow_review
+        )
     )
+    try:
+        conversation, row, state, older, previous = await asyncio.shield(opening)
+    except asyncio.CancelledError:
+        # Cancelled while the row was being claimed: it may still be written, so wait for it
+        # and release it, or the conversation could not compact again until it went stale.
+        with contextlib.suppress(Exception):
+            _, claimed, *_ = await opening
+            await sync_to_async(_mark_failed)(claimed.pk, "Cancelled before it started.")
+        raise
     started = time.monotonic()
     try:
         result = await summarise(
@@ -294,6 +317,10 @@ def auto_pause(conversation: Conversation) -> timezone.datetime | None:
 
 
 def wants_auto_compaction(conversation: Conversation) -> bool:
+    if Compaction.objects.filter(
+        conversation=conversation, status__in=[Compaction.Status.RUNNING, Compaction.Status.DRAFT]
+    ).exists():
+        return False  # one is running, or a draft waits for the user: do not knock again
     state = load_window(conversation)
     paused = auto_pause(conversation)
     if paused and paused > timezone.now():

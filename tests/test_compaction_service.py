@@ -205,3 +205,39 @@ def test_repeated_failures_pause_auto_compaction(conversation, settings):
         )
     assert service.auto_pause(conversation) is not None
     assert not service.wants_auto_compaction(conversation)
+
+
+async def test_a_full_window_supersedes_a_draft_waiting_for_review(conversation):
+    conversation.review_compactions = True
+    await conversation.asave()
+    await sync_to_async(add_turns)(conversation, 8)
+    draft = await compact(conversation, FakeClient())
+    assert draft.status == "draft"
+    await sync_to_async(add_turns)(conversation, 4)
+    forced = await service.compact(
+        conversation.pk, trigger="auto", client=FakeClient(), allow_review=False
+    )
+    await draft.arefresh_from_db()
+    assert forced.status == "committed"
+    assert draft.status == "discarded" and "window was full" in draft.error
+
+
+async def test_an_open_draft_stops_auto_compaction_from_knocking_every_turn(conversation):
+    conversation.review_compactions = True
+    await conversation.asave()
+    await sync_to_async(add_turns)(conversation, 20)
+    assert await sync_to_async(service.wants_auto_compaction)(conversation)
+    await compact(conversation, FakeClient())
+    assert not await sync_to_async(service.wants_auto_compaction)(conversation)
+
+
+async def test_cancelling_a_compaction_never_leaves_it_running(conversation):
+    await sync_to_async(add_turns)(conversation, 8)
+    task = asyncio.ensure_future(compact(conversation, FakeClient(delay=0.2)))
+    await asyncio.sleep(0)  # cancelled while the row is being claimed
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    statuses = [c.status async for c in Compaction.objects.filter(conversation=conversation)]
+    assert "running" not in statuses
+    assert (await compact(conversation, FakeClient())).status == "committed"
