@@ -38,7 +38,7 @@ test-unit: $(STAMP)
 
 test-browser: $(STAMP)
 	@if [ -x "$${CHROMIUM:-/usr/bin/chromium}" ]; then \
-	  $(PY) -m pytest -m browser -q -p no:asyncio; \
+	  $(PY) -m pytest -m browser -q -p no:asyncio -W ignore::pytest.PytestConfigWarning; \
 	else \
 	  echo "SKIPPED browser tests: no Chromium at $${CHROMIUM:-/usr/bin/chromium} (apt-get install chromium)"; \
 	fi

@@ -187,6 +187,7 @@ def _strip_analysis(body: str) -> str:
 # --- the rule-based fallback ----------------------------------------------------------------------
 
 _PER_USER_MESSAGE = 600
+_MIN_PER_USER_MESSAGE = 80
 _PER_LINE = 200
 _PATH_RE = re.compile(
     r"(?:[\w.-]+/)+[\w.-]+|\b[\w-]+\.(?:py|js|ts|tsx|jsx|html|css|md|json|toml|ya?ml|txt|sql|sh|"
@@ -325,8 +326,11 @@ def _user_messages(users: list[Entry], budget: int) -> str:
     """Every user message, shortened; when they do not all fit, the most recent win."""
     kept: list[str] = []
     used = 0
+    # Share the room so every message keeps at least its opening words (goals and constraints
+    # usually come first); only when even that does not fit are the oldest left out.
+    each = max(_MIN_PER_USER_MESSAGE, min(_PER_USER_MESSAGE, budget // max(len(users), 1) - 16))
     for entry in reversed(users):
-        quoted = f'- (#{entry.seq}) "{_clip(entry.text.strip(), _PER_USER_MESSAGE)}"'
+        quoted = f'- (#{entry.seq}) "{_clip(entry.text.strip(), each)}"'
         room = budget - used
         if len(quoted) + 1 > room:
             if not kept and room > 40:

@@ -1,0 +1,318 @@
+"""Real-browser fixtures: a daphne process with its own SQLite file, and a headless Chromium.
+
+These tests talk to the app only over HTTP and the websocket, like a user; they never touch the
+ORM in-process, so pytest-django needs no test database here. Run them in their own process
+(`make test-browser`): Playwright's sync API and pytest-asyncio's event loop do not mix.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+]
+TIMEOUT_MS = 20_000
+SERVER_START_SECONDS = 30
+
+# A budget sized for the tests: six long turns (~525 tokens each with the reply) cross the auto
+# threshold (60% of 5,000), while the three-turn "Compact now" tests stay well below it and so
+# see no auto-compaction of their own. A short kept tail (10%) makes every compaction replace
+# most of the window, so the drop is clear whatever the rule-based summary's exact size. Words
+# are slow enough that streaming can be watched and stopped.
+SERVER_ENV = {
+    "DJANGO_DEBUG": "true",
+    "DJANGO_SECRET_KEY": "browser-tests",
+    "LLM_PROVIDER": "demo",
+    "DEMO_WORD_DELAY_MS": "40",
+    "CONTEXT_BUDGET_TOKENS": "5000",
+    "KEEP_TAIL_SHARE": "0.1",
+    "DJANGO_SETTINGS_MODULE": "config.settings",
+    "LOG_LEVEL": "WARNING",
+}
+# Set by CI for the other suite; must not reach this server.
+LEAKY_ENV = ["REDIS_URL", "DATABASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "CHAT_MODEL"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_until_up(url: str, proc: subprocess.Popen, log: Path) -> None:
+    deadline = time.monotonic() + SERVER_START_SECONDS
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"daphne exited with {proc.returncode}:\n{log.read_text()[-4000:]}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310
+                if response.status == 200:
+                    return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(
+        f"daphne did not answer {url} in {SERVER_START_SECONDS}s:\n{log.read_text()[-4000:]}"
+    )
+
+
+@pytest.fixture(scope="session")
+def server():
+    """The base URL of a live daphne serving the app from a fresh SQLite file."""
+    with tempfile.TemporaryDirectory(prefix="browser-tests-") as tmp:
+        tmp_path = Path(tmp)
+        port = _free_port()
+        env = {k: v for k, v in os.environ.items() if k not in LEAKY_ENV}
+        env |= SERVER_ENV | {
+            "DATABASE_URL": f"sqlite:///{tmp_path / 'browser.sqlite3'}",
+            "PORT": str(port),
+        }
+        subprocess.run(
+            [sys.executable, "manage.py", "migrate", "--noinput"],
+            cwd=ROOT,
+            env=env,
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+        log = tmp_path / "daphne.log"
+        with log.open("wb") as out:
+            proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "daphne",
+                    "-b",
+                    "127.0.0.1",
+                    "-p",
+                    str(port),
+                    "config.asgi:application",
+                ],
+                cwd=ROOT,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+            base = f"http://127.0.0.1:{port}"
+            try:
+                _wait_until_up(f"{base}/accounts/login/", proc, log)
+                yield base
+            finally:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(timeout=5)
+                errors = [
+                    line
+                    for line in log.read_text(errors="replace").splitlines()
+                    if "Traceback" in line or "ERROR" in line
+                ]
+                if errors:
+                    # Shown with -s or on failure: server-side faults a page may not reveal.
+                    print("\n--- daphne log had errors ---\n" + log.read_text()[-6000:])
+
+
+@pytest.fixture(scope="session")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"no Chromium at {CHROMIUM}")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        yield browser
+        browser.close()
+
+
+def new_context(browser, **kwargs):
+    context = browser.new_context(viewport={"width": 1280, "height": 860}, **kwargs)
+    context.set_default_timeout(TIMEOUT_MS)
+    return context
+
+
+@pytest.fixture
+def context(browser):
+    context = new_context(browser)
+    yield context
+    context.close()
+
+
+@pytest.fixture
+def page(context):
+    return context.new_page()
+
+
+_users = itertools.count(1)
+
+
+def signup(page, base: str, username: str = "") -> str:
+    """Create a user through the sign-up form; the page ends logged in. The database is new
+    for each session, so names only need to differ within one."""
+    username = username or f"newcomer{next(_users)}"
+    password = "a-long-browser-password-9"
+    page.goto(f"{base}/accounts/signup/")
+    page.fill("#id_username", username)
+    page.fill("#id_password1", password)
+    page.fill("#id_password2", password)
+    page.click("button[type=submit]")
+    page.wait_for_load_state()
+    assert "/accounts/signup/" not in page.url, page.content()[:2000]
+    return username
+
+
+@pytest.fixture(scope="session")
+def user_state(browser, server):
+    """One signed-up user for the session: its cookies, for tests that need only a login."""
+    context = new_context(browser)
+    page = context.new_page()
+    signup(page, server, "sam")
+    state = context.storage_state()
+    context.close()
+    return state
+
+
+@pytest.fixture
+def user_context(browser, user_state):
+    context = new_context(browser, storage_state=user_state)
+    yield context
+    context.close()
+
+
+@pytest.fixture
+def chat(user_context, server):
+    """A page on a brand-new conversation of the session's user."""
+    page = user_context.new_page()
+    page.goto(f"{server}/")
+    new_conversation(page)
+    return page
+
+
+def new_conversation(page) -> None:
+    # The empty page offers a second one in its body; the sidebar's is always there.
+    page.get_by_role("button", name="+ New conversation").first.click()
+    page.wait_for_url("**/conversations/*/")
+    wait_socket(page)
+
+
+def wait_socket(page) -> None:
+    """Wait until htmx's ws extension has opened the conversation's socket."""
+    page.wait_for_function(
+        "() => { const el = document.getElementById('chat-root');"
+        " const ws = el && el['htmx-internal-data'] && el['htmx-internal-data'].webSocket;"
+        " return ws && ws.socket && ws.socket.readyState === 1; }",
+        timeout=TIMEOUT_MS,
+    )
+
+
+def conversation_id(page) -> int:
+    return int(page.get_attribute("#chat-root", "data-conversation"))
+
+
+def send(page, text: str) -> None:
+    """Type a message and press Enter; wait until the server has accepted it (its bubble shows).
+
+    The server refuses a message while the previous turn's task is still finishing (saving, then
+    checking the auto-compaction threshold): a few milliseconds after the reply looks complete.
+    A script is faster than a person, so on that one refusal it waits and presses Enter again.
+    """
+    users = page.locator("#transcript .message.user")
+    before = users.count()
+    for _attempt in range(5):
+        # Forget an earlier refusal, so only this attempt's answer counts.
+        page.evaluate("document.getElementById('notice').textContent = ''")
+        page.fill("#message-input", text)
+        page.press("#message-input", "Enter")
+        page.wait_for_function(
+            """n => document.querySelectorAll('#transcript .message.user').length > n
+                   || /still streaming/.test(document.getElementById('notice').textContent)""",
+            arg=before,
+        )
+        if users.count() > before:
+            return
+        page.wait_for_timeout(200)
+    raise AssertionError(f"the server kept refusing the message: {page.inner_text('#notice')}")
+
+
+def replies(page, status: str = "complete"):
+    return page.locator(f'#transcript .message.assistant[data-status="{status}"]')
+
+
+def wait_replies(page, n: int, timeout: int = TIMEOUT_MS) -> None:
+    page.wait_for_function(
+        "n => document.querySelectorAll("
+        "'#transcript .message.assistant[data-status=\"complete\"]').length >= n",
+        arg=n,
+        timeout=timeout,
+    )
+
+
+def turn(page, text: str) -> None:
+    """Send one message; wait for its complete reply and the meter that follows it."""
+    before = replies(page).count()
+    meter = tokens(page)
+    send(page, text)
+    wait_replies(page, before + 1)
+    wait_meter_changes(page, meter)
+
+
+def wait_meter_changes(page, old: int) -> int:
+    page.wait_for_function(
+        "old => +document.getElementById('window-tokens').dataset.tokens !== old", arg=old
+    )
+    return tokens(page)
+
+
+def record_stream(page, seq: int) -> None:
+    """Record, in the page, every (status, text length) bubble #msg-<seq> goes through."""
+    page.evaluate(
+        """seq => {
+            window.__stream = [];
+            const look = () => {
+                const bubble = document.getElementById('msg-' + seq);
+                if (!bubble) return;
+                const text = document.getElementById('msg-' + seq + '-text');
+                const entry = [bubble.dataset.status, text ? text.innerText.length : -1];
+                const last = window.__stream[window.__stream.length - 1];
+                const changed = !last || last[0] !== entry[0] || last[1] !== entry[1];
+                if (changed) window.__stream.push(entry);
+            };
+            new MutationObserver(look).observe(document.body,
+                {childList: true, subtree: true, characterData: true, attributes: true});
+        }""",
+        seq,
+    )
+
+
+def recorded_stream(page) -> list[tuple[str, int]]:
+    return [tuple(e) for e in page.evaluate("window.__stream")]
+
+
+def tokens(page) -> int:
+    return int(page.get_attribute("#window-tokens", "data-tokens"))
+
+
+def export(page, base: str) -> dict:
+    response = page.request.get(f"{base}/conversations/{conversation_id(page)}/export.json")
+    assert response.ok, response.status
+    return response.json()
