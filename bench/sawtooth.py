@@ -269,12 +269,12 @@ def install_spies(current: list[Turn]) -> None:
         service.compact,
     )
 
-    def must_spy(conversation):
-        current[0].presend = result = must(conversation)
+    def must_spy(state):
+        current[0].presend = result = must(state)
         return result
 
-    def wants_spy(conversation):
-        current[0].auto = result = wants(conversation)
+    def wants_spy(conversation, state=None):
+        current[0].auto = result = wants(conversation, state)
         return result
 
     async def compact_spy(conversation_id, **kwargs):

@@ -95,8 +95,8 @@ class Context:
         return [(key, label, value, self.pct(value)) for key, label, value in parts]
 
 
-def context_data(conversation: Conversation) -> Context:
-    state = compaction.load_window(conversation)
+def context_data(conversation: Conversation, state=None) -> Context:
+    state = state or compaction.load_window(conversation)
     system_tokens = estimate_text(conversation.system_prompt)
     summary = state.boundary.summary if state.boundary else None
     head = compaction.head_tokens(conversation.system_prompt, summary, state.pinned_before_cut)
@@ -132,9 +132,10 @@ def context_data(conversation: Conversation) -> Context:
     )
 
 
-def context_panel(conversation_id: int) -> str:
+def context_panel(conversation_id: int, state=None) -> str:
     conversation = Conversation.objects.get(pk=conversation_id)
-    context = {"ctx": context_data(conversation), "conversation": conversation, "oob": True}
+    data = context_data(conversation, state)
+    context = {"ctx": data, "conversation": conversation, "oob": True}
     return _part("context", context)
 
 

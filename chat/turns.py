@@ -83,9 +83,10 @@ async def run_turn(conversation_id: int) -> None:
     if background is not None:
         await asyncio.gather(background, return_exceptions=True)
     conversation = await Conversation.objects.aget(pk=conversation_id)
-    if await sync_to_async(compaction.must_compact_first)(conversation):
-        await compact_and_broadcast(conversation_id, "auto", client, allow_review=False)
     state = await sync_to_async(compaction.load_window)(conversation)
+    if compaction.must_compact_first(state):
+        await compact_and_broadcast(conversation_id, "auto", client, allow_review=False)
+        state = await sync_to_async(compaction.load_window)(conversation)
     reply = await sync_to_async(actions.start_reply)(
         conversation_id, client.model, state.boundary.pk if state.boundary else None
     )
@@ -125,21 +126,24 @@ async def run_turn(conversation_id: int) -> None:
         usage=result.usage,
         model=result.model,
     )
-    conversation = await Conversation.objects.aget(pk=conversation_id)
-    if await sync_to_async(compaction.wants_auto_compaction)(conversation):
-        # The reply is shown and saved; the user may type on while this runs.
-        start_compaction(conversation_id, "auto", client=client)
 
 
-async def _finish(conversation_id: int, message_id: int, content, status, **fields) -> Message:
+async def _finish(conversation_id: int, message_id: int, content, status, **fields) -> None:
+    """Save and show the reply, refresh the meter, and start auto-compaction if it is due."""
     message = await sync_to_async(actions.finish_reply)(
         message_id, content=content, status=status, **fields
     )
     await broadcast.html(conversation_id, render.replaced_message(message))
+    conversation = await Conversation.objects.aget(pk=conversation_id)
+    state = await sync_to_async(compaction.load_window)(conversation)
     await broadcast.html(
-        conversation_id, await sync_to_async(render.context_panel)(conversation_id)
+        conversation_id, await sync_to_async(render.context_panel)(conversation_id, state)
     )
-    return message
+    if status == Message.Status.COMPLETE and await sync_to_async(compaction.wants_auto_compaction)(
+        conversation, state
+    ):
+        # The reply is shown and saved; the user may type on while this runs.
+        start_compaction(conversation_id, "auto")
 
 
 async def compact_and_broadcast(

@@ -27,6 +27,7 @@ from .policy import Budget, auto_paused_until, must_compact_before_send, needs_a
 from .summarise import summarise
 from .tokens import (
     CHARS_PER_TOKEN,
+    MESSAGE_OVERHEAD,
     default_budget,
     estimate_content,
     estimate_text,
@@ -133,7 +134,9 @@ def _anchor(rows: list[Message], boundary: Compaction | None) -> tuple[int, int]
             and row.usage
             and row.window_boundary_id == boundary_id
         ):
-            reported = usage_input_total(row.usage) + int(row.usage.get("output_tokens") or 0)
+            # The reply re-enters the next request as a message: its output plus framing.
+            output = int(row.usage.get("output_tokens") or 0) + MESSAGE_OVERHEAD
+            reported = usage_input_total(row.usage) + output
             if reported:
                 return row.seq, reported
     return None
@@ -316,12 +319,13 @@ def auto_pause(conversation: Conversation) -> timezone.datetime | None:
     )
 
 
-def wants_auto_compaction(conversation: Conversation) -> bool:
+def wants_auto_compaction(conversation: Conversation, state: WindowState | None = None) -> bool:
+    """After a reply: has the window passed the auto threshold? `state` saves reloading it."""
     if Compaction.objects.filter(
         conversation=conversation, status__in=[Compaction.Status.RUNNING, Compaction.Status.DRAFT]
     ).exists():
         return False  # one is running, or a draft waits for the user: do not knock again
-    state = load_window(conversation)
+    state = state or load_window(conversation)
     paused = auto_pause(conversation)
     if paused and paused > timezone.now():
         return False
@@ -329,9 +333,8 @@ def wants_auto_compaction(conversation: Conversation) -> bool:
     return needs_auto_compaction(state.tokens, state.budget, last_post)
 
 
-def must_compact_first(conversation: Conversation) -> bool:
+def must_compact_first(state: WindowState) -> bool:
     """Before a request: would the window (whose last message is the new one) overflow?"""
-    state = load_window(conversation)
     return must_compact_before_send(state.tokens, 0, state.budget)
 
 

@@ -224,7 +224,9 @@ def rule_based_summary(
     room = max(max_chars - len(RULES_NOTE) - 40 * (len(SECTIONS) + 1), max_chars // 2)
     share = {name: room * weight // _WEIGHT_TOTAL for name, weight in _WEIGHTS.items()}
     sections = {
-        "Primary request and intent": _intent(users, instructions, share["intent"]),
+        "Primary request and intent": _intent(
+            users, instructions, max(share["intent"], _PER_LINE + 30)
+        ),
         "Key technical concepts": _concepts(entries, share["small"]),
         "Files and code": _matching_lines(entries, _PATH_RE, share["lines"]),
         "Errors and fixes": _matching_lines(entries, _ERROR_RE, share["lines"]),
@@ -282,12 +284,13 @@ def _bullets(lines: list[str], budget: int) -> str:
 
 def _intent(users: list[Entry], instructions: str, budget: int) -> str:
     lines = []
+    # The user's steer comes first so a tight bound never drops it.
+    if instructions and instructions.strip():
+        lines.append(f"Summary focus asked for: {_one_line(instructions, _PER_LINE)}")
     if users:
         lines.append(f"First request (#{users[0].seq}): {_one_line(users[0].text, _PER_LINE)}")
     if len(users) > 1:
         lines.append(f"Latest request (#{users[-1].seq}): {_one_line(users[-1].text, _PER_LINE)}")
-    if instructions and instructions.strip():
-        lines.append(f"Summary focus asked for: {_one_line(instructions, _PER_LINE)}")
     return _bullets(lines, budget)
 
 

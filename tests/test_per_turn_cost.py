@@ -18,8 +18,8 @@ def one_turn_queries(user, conversation) -> int:
     """The database work of one turn, in the order chat.turns.run_turn does it."""
     with CaptureQueriesContext(connection) as queries:
         message = actions.append_user_message(user, conversation.pk, "One more question?")
-        service.must_compact_first(conversation)
         state = service.load_window(conversation)
+        service.must_compact_first(state)
         reply = actions.start_reply(conversation.pk, "fake-model", state.boundary.pk)
         actions.finish_reply(
             reply.pk,
@@ -27,8 +27,9 @@ def one_turn_queries(user, conversation) -> int:
             status="complete",
             usage={"input_tokens": state.tokens, "output_tokens": 3},
         )
-        render.context_panel(conversation.pk)
-        service.wants_auto_compaction(conversation)
+        after = service.load_window(conversation)
+        render.context_panel(conversation.pk, after)
+        service.wants_auto_compaction(conversation, after)
     assert message.seq + 1 == reply.seq
     return len(queries)
 

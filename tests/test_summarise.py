@@ -180,7 +180,8 @@ def test_it_bounds_the_rule_based_summary_and_prefers_recent_user_messages():
     summary = rule_based_summary(entries, "old brief " * 500, max_chars=2_000)
     assert len(summary) <= 2_000
     assert "request number 199" in summary
-    assert "request number 1 " not in summary
+    users_section = summary.split("## All user messages")[1]
+    assert "request number 1 " not in users_section
     assert "earlier user messages omitted" in summary
     assert "old brief" in summary
 
@@ -300,3 +301,14 @@ def test_it_nests_the_earlier_brief_headings_under_its_own():
     summary = rule_based_summary(conversation(), "## All user messages\n- old one")
     assert "## Earlier brief\n### All user messages\n- old one" in summary
     assert summary.count("\n## All user messages\n") == 1
+
+
+def test_the_rule_based_summary_keeps_the_users_focus_even_when_tight():
+    entries = [
+        Entry(1, "user", [text("first request " + "y" * 900)]),
+        Entry(2, "assistant", [text("ok")]),
+        Entry(3, "user", [text("second request " + "z" * 900)]),
+    ]
+    summary = rule_based_summary(entries, None, "focus on the deadline", max_chars=1200)
+    assert "focus on the deadline" in summary
+    assert "first request" in summary and "second request" in summary

@@ -60,7 +60,19 @@
   }
 
   document.addEventListener("htmx:load", function (e) { addCopyButtons(e.target); });
-  document.addEventListener("htmx:oobAfterSwap", function () { markWindow(); scrollDown(); });
+  // The model view shows the window as it is now: refresh it whenever the panel changes.
+  function refreshModelView() {
+    var view = document.getElementById("model-view");
+    if (view && !view.hidden) {
+      htmx.ajax("GET", root().dataset.windowUrl, { target: "#model-view", swap: "innerHTML" });
+    }
+  }
+
+  document.addEventListener("htmx:oobAfterSwap", function (e) {
+    markWindow();
+    scrollDown();
+    if (e.detail.target && e.detail.target.id === "context") refreshModelView();
+  });
   document.addEventListener("htmx:wsAfterMessage", function () { markWindow(); scrollDown(); });
   document.addEventListener("DOMContentLoaded", function () {
     addCopyButtons(document);
