@@ -1,0 +1,65 @@
+"""Admins review every summary; transcripts are read-only in the admin."""
+
+from __future__ import annotations
+
+import pytest
+
+from chat.models import Message
+from compaction.models import Compaction
+from tests.transcripts import add_turns
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def boundary(conversation):
+    add_turns(conversation, 4)
+    return Compaction.objects.create(
+        conversation=conversation,
+        trigger="auto",
+        status="committed",
+        first_kept_seq=5,
+        summary="CLEANED SUMMARY TEXT",
+        raw_output="<analysis>RAW THINKING</analysis><summary>CLEANED SUMMARY TEXT</summary>",
+        summariser="model",
+        pre_tokens=1234,
+        post_tokens=321,
+        edited=True,
+    )
+
+
+def test_the_compaction_list_filters_by_trigger_and_status(admin_client, boundary):
+    page = admin_client.get(
+        "/admin/compaction/compaction/?trigger__exact=auto&status__exact=committed"
+    )
+    html = page.content.decode()
+    assert page.status_code == 200
+    assert "1234" in html.replace(",", "") and "321" in html
+    empty = admin_client.get("/admin/compaction/compaction/?trigger__exact=manual").content.decode()
+    assert "0 compactions" in empty
+
+
+def test_the_detail_shows_summary_beside_raw_output_and_links_the_span(admin_client, boundary):
+    html = admin_client.get(f"/admin/compaction/compaction/{boundary.pk}/change/").content.decode()
+    assert "CLEANED SUMMARY TEXT" in html and "RAW THINKING" in html
+    assert f"conversation__id__exact={boundary.conversation_id}&amp;seq__lt=5" in html
+    span = admin_client.get(
+        f"/admin/chat/message/?conversation__id__exact={boundary.conversation_id}&seq__lt=5"
+    )
+    assert span.status_code == 200 and "4 messages" in span.content.decode()
+
+
+def test_transcript_rows_cannot_be_edited_or_deleted_in_the_admin(admin_client, boundary):
+    message = Message.objects.first()
+    page = admin_client.get(f"/admin/chat/message/{message.pk}/change/")
+    assert page.status_code == 200
+    assert 'name="_save"' not in page.content.decode()
+    assert admin_client.post(f"/admin/chat/message/{message.pk}/delete/").status_code == 403
+    assert (
+        admin_client.post(
+            f"/admin/compaction/compaction/{boundary.pk}/change/", {"summary": "rewritten"}
+        ).status_code
+        == 403
+    )
+    boundary.refresh_from_db()
+    assert boundary.summary == "CLEANED SUMMARY TEXT"
