@@ -291,17 +291,20 @@ def install_spies(current: list[Turn]) -> None:
     service.compact = compact_spy
 
 
-async def turn_task(conversation_id: int) -> None:
+async def turn_task(conversation_id: int, reply) -> None:
     """The turn task the consumer starts, then whatever it spawned (auto-compaction runs as a
     background task after the reply), awaited: asyncio.run would otherwise cancel it on exit,
     while in the server the loop lives on and the compaction completes."""
     from chat import turns
 
-    await turns.run_turn(conversation_id)
+    await turns.run_turn(conversation_id, reply)
     me = asyncio.current_task()
     while pending := [t for t in asyncio.all_tasks() if t is not me]:
         for outcome in await asyncio.gather(*pending, return_exceptions=True):
-            if isinstance(outcome, BaseException):
+            if isinstance(outcome, BaseException) and not isinstance(
+                outcome,
+                asyncio.CancelledError,  # the turn's Stop listener, cancelled at its end
+            ):
                 raise outcome
 
 
@@ -335,7 +338,9 @@ def run(args: argparse.Namespace) -> tuple[list[Turn], BenchModel, object, objec
         started = time.perf_counter()
         # What the consumer's on_send does: append, render the bubble it broadcasts.
         with CaptureQueriesContext(connection) as q_append:
-            message = actions.append_user_message(user, conversation.pk, text)
+            message, reply = actions.append_user_message(
+                user, conversation.pk, text, model="fake-model"
+            )
             render.appended_message(message)
             if message.seq == 1 and hasattr(render, "title"):  # the first message names it
                 render.title(actions.get_conversation(user, conversation.pk))
@@ -346,7 +351,7 @@ def run(args: argparse.Namespace) -> tuple[list[Turn], BenchModel, object, objec
         resumed = time.perf_counter()
         # The turn task the consumer starts, run to completion (auto-compaction included).
         with CaptureQueriesContext(connection) as q_turn:
-            async_to_sync(turn_task)(conversation.pk)
+            async_to_sync(turn_task)(conversation.pk, reply)
         turn.ms = (paused - started + time.perf_counter() - resumed) * 1000
         turn.user_seq, turn.user_tokens = message.seq, message.tokens
         turn.append_queries, turn.turn_queries = len(q_append), len(q_turn)

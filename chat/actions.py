@@ -89,8 +89,12 @@ def _next_seq(conversation: Conversation) -> int:
     return (last or 0) + 1
 
 
-def append_user_message(user, conversation_id, text) -> Message:
-    """Add the user's message, refusing while a reply to this conversation still streams."""
+def append_user_message(user, conversation_id, text, *, model: str) -> tuple[Message, Message]:
+    """Add the user's message and, in the same transaction, the reply row that will answer it.
+
+    Creating both at once is what keeps two tabs (or two server processes) from starting two
+    replies: the second send finds the first reply streaming and is refused.
+    """
     text = clean_user_text(text)
     with transaction.atomic():
         conversation = (
@@ -114,6 +118,14 @@ def append_user_message(user, conversation_id, text) -> Message:
                 content=content,
                 tokens=estimate_content(content),
             )
+            reply = Message.objects.create(
+                conversation=conversation,
+                seq=seq + 1,
+                role=Message.Role.ASSISTANT,
+                content=[],
+                status=Message.Status.STREAMING,
+                model=model,
+            )
         except IntegrityError:
             raise ActionError("Another message was sent at the same moment; try again.") from None
         fields = ["updated_at"]
@@ -121,7 +133,7 @@ def append_user_message(user, conversation_id, text) -> Message:
             conversation.title = title_from(text)
             fields.append("title")
         conversation.save(update_fields=fields)
-    return message
+    return message, reply
 
 
 def title_from(text: str) -> str:
@@ -131,18 +143,18 @@ def title_from(text: str) -> str:
     return first_line[:TITLE_CHARS].rsplit(" ", 1)[0] + "…"
 
 
-def start_reply(conversation_id: int, model: str, boundary_id: int | None) -> Message:
-    with transaction.atomic():
-        conversation = Conversation.objects.select_for_update().get(pk=conversation_id)
-        return Message.objects.create(
-            conversation=conversation,
-            seq=_next_seq(conversation),
-            role=Message.Role.ASSISTANT,
-            content=[],
-            status=Message.Status.STREAMING,
-            model=model,
-            window_boundary_id=boundary_id,
-        )
+def record_reply_window(message_id: int, *, boundary_id: int | None, head_tokens: int) -> None:
+    """Note which window the streaming reply was asked with: its usage will describe that one."""
+    Message.objects.filter(pk=message_id, status=Message.Status.STREAMING).update(
+        window_boundary_id=boundary_id, window_head_tokens=head_tokens
+    )
+
+
+def save_partial_reply(message_id: int, text: str) -> None:
+    """Keep the text streamed so far, so a crash or a tab opened mid-reply does not lose it."""
+    Message.objects.filter(pk=message_id, status=Message.Status.STREAMING).update(
+        content=[{"type": "text", "text": text}]
+    )
 
 
 def finish_reply(

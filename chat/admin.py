@@ -38,6 +38,9 @@ class ConversationAdmin(admin.ModelAdmin):
     readonly_fields = ["owner", "model", "created_at", "updated_at", "deleted_at"]
     inlines = [MessageInline]
 
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False  # deleting would cascade to the append-only transcript
+
 
 @admin.register(Message)
 class MessageAdmin(ReadOnlyMixin, admin.ModelAdmin):

@@ -16,6 +16,7 @@ from django.conf import settings
 from compaction import service as compaction
 
 from . import actions, broadcast, render, turns
+from .llm import get_client
 
 # A frame is the message plus htmx's headers; anything far beyond the message limit is refused
 # before it is parsed.
@@ -56,7 +57,8 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             return await self.refuse("That frame was not valid JSON.")
         if not isinstance(frame, dict):
             return await self.refuse("That frame was not a JSON object.")
-        handler = self.ACTIONS.get(frame.get("action"))
+        action = frame.get("action")
+        handler = self.ACTIONS.get(action) if isinstance(action, str) else None
         if handler is None:
             return await self.refuse(f"Unknown action {str(frame.get('action'))[:40]!r}.")
         try:
@@ -70,14 +72,11 @@ class ConversationConsumer(AsyncWebsocketConsumer):
     # --- actions ---------------------------------------------------------------------------
 
     async def on_send(self, frame: dict) -> None:
-        if turns.is_running(self.conversation_id):
-            return await self.refuse("A reply is still streaming: wait for it or press Stop.")
-        message = await database_sync_to_async(actions.append_user_message)(
-            self.user, self.conversation_id, frame.get("message")
+        message, reply = await database_sync_to_async(actions.append_user_message)(
+            self.user, self.conversation_id, frame.get("message"), model=get_client().model
         )
-        # Registered before any await, so a second frame already sees the turn as running.
-        turns.start(self.conversation_id)
         await broadcast.html(self.conversation_id, render.appended_message(message))
+        turns.start(self.conversation_id, reply)
         if message.seq == 1:  # the first message named the conversation
             conversation = await database_sync_to_async(actions.get_conversation)(
                 self.user, self.conversation_id
@@ -92,11 +91,15 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         if turns.is_running(self.conversation_id):
             return await self.refuse("Wait for the reply to finish, then compact.")
         instructions = str(frame.get("instructions") or "")[: settings.MAX_MESSAGE_CHARS]
-        turns.start_compaction(self.conversation_id, "manual", instructions=instructions)
+        if (
+            turns.start_compaction(self.conversation_id, "manual", instructions=instructions)
+            is None
+        ):
+            await self.refuse("A compaction is already running for this conversation.")
 
     async def on_approve(self, frame: dict) -> None:
         row = await database_sync_to_async(compaction.approve_draft)(
-            self.user, frame.get("compaction"), str(frame.get("summary") or "")
+            self.user, self.conversation_id, frame.get("compaction"), frame.get("summary")
         )
         await broadcast.html(
             self.conversation_id, await sync_to_async(render.compaction_outcome)(row)
@@ -104,7 +107,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
 
     async def on_discard(self, frame: dict) -> None:
         row = await database_sync_to_async(compaction.discard_draft)(
-            self.user, frame.get("compaction")
+            self.user, self.conversation_id, frame.get("compaction")
         )
         await broadcast.html(
             self.conversation_id, await sync_to_async(render.compaction_outcome)(row)
@@ -113,7 +116,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
     async def on_regenerate(self, frame: dict) -> None:
         instructions = str(frame.get("instructions") or "")[: settings.MAX_MESSAGE_CHARS]
         draft = await database_sync_to_async(compaction.discard_draft)(
-            self.user, frame.get("compaction")
+            self.user, self.conversation_id, frame.get("compaction")
         )
         turns.start_compaction(self.conversation_id, draft.trigger, instructions=instructions)
 
@@ -137,6 +140,3 @@ class ConversationConsumer(AsyncWebsocketConsumer):
 
     async def chat_html(self, event: dict) -> None:
         await self.send(text_data=event["html"])
-
-    async def turn_stop(self, event: dict) -> None:
-        turns.stop(self.conversation_id)

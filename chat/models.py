@@ -70,6 +70,9 @@ class Message(models.Model):
     # The boundary in force when this reply was requested: its usage anchors token accounting
     # only while that boundary is still the latest one.
     window_boundary_id = models.BigIntegerField(null=True, blank=True)
+    # The estimate for that window's head (system prompt, summary, pins) when it was sent, so a
+    # later change to the head (a pin, a new system prompt) still moves the count.
+    window_head_tokens = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -98,8 +98,7 @@ class Context:
 def context_data(conversation: Conversation, state=None) -> Context:
     state = state or compaction.load_window(conversation)
     system_tokens = estimate_text(conversation.system_prompt)
-    summary = state.boundary.summary if state.boundary else None
-    head = compaction.head_tokens(conversation.system_prompt, summary, state.pinned_before_cut)
+    head = state.head_tokens
     history = max(state.tokens - head, 0)
     replies = list(
         conversation.messages.filter(role=Message.Role.ASSISTANT, usage__isnull=False)

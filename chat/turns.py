@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 from asgiref.sync import sync_to_async
+from channels.layers import get_channel_layer
 from django.conf import settings
 
 from compaction import service as compaction
@@ -21,12 +23,15 @@ from .models import Conversation, Message
 
 log = logging.getLogger(__name__)
 
-# conversation id -> the task streaming its reply, in this process. Stop reaches it through a
-# group message that every consumer (in every process) relays to `stop()`.
+# conversation id -> the task streaming its reply, in this process (tests and shutdown wait on
+# it). Stop reaches the task through the conversation's control group, from any process.
 _running: dict[int, asyncio.Task] = {}
 # conversation id -> a compaction running in the background. The database, not this dict, is what
-# keeps two compactions of one conversation apart; this only lets tests and shutdown wait.
+# keeps two compactions of one conversation apart; this lets a turn wait for it and tests too.
 _compacting: dict[int, asyncio.Task] = {}
+# Streamed text is written to the row at most this often, so a tab opened mid-reply (or a crash)
+# sees what has arrived without a write per token.
+PARTIAL_SAVE_SECONDS = 1.0
 
 
 def is_running(conversation_id: int) -> bool:
@@ -34,12 +39,18 @@ def is_running(conversation_id: int) -> bool:
     return task is not None and not task.done()
 
 
-def start(conversation_id: int) -> asyncio.Task:
-    return _spawn(_running, conversation_id, run_turn(conversation_id))
+def start(conversation_id: int, reply: Message) -> asyncio.Task:
+    return _spawn(_running, conversation_id, run_turn(conversation_id, reply))
 
 
-def start_compaction(conversation_id: int, trigger: str, **kwargs) -> asyncio.Task:
-    """Compact without holding up the socket: progress and outcome arrive as broadcasts."""
+def start_compaction(conversation_id: int, trigger: str, **kwargs) -> asyncio.Task | None:
+    """Compact without holding up the socket: progress and outcome arrive as broadcasts.
+
+    Returns None when this process is already compacting the conversation.
+    """
+    running = _compacting.get(conversation_id)
+    if running is not None and not running.done():
+        return None
     return _spawn(
         _compacting, conversation_id, compact_and_broadcast(conversation_id, trigger, **kwargs)
     )
@@ -59,14 +70,6 @@ def _forget(registry: dict, conversation_id: int, task: asyncio.Task) -> None:
         log.error("task for conversation %s failed", conversation_id, exc_info=task.exception())
 
 
-def stop(conversation_id: int) -> bool:
-    task = _running.get(conversation_id)
-    if task is None or task.done():
-        return False
-    task.cancel()
-    return True
-
-
 async def wait(conversation_id: int) -> None:
     """Wait for this conversation's turn, then any compaction it started: used by tests."""
     for registry in (_running, _compacting):
@@ -75,57 +78,75 @@ async def wait(conversation_id: int) -> None:
             await asyncio.gather(task, return_exceptions=True)
 
 
-async def run_turn(conversation_id: int) -> None:
-    client = get_client()
-    # A compaction this process started after the previous reply finishes first, so the window
-    # below is built from its boundary (and the pre-send check sees the result).
-    background = _compacting.get(conversation_id)
-    if background is not None:
-        await asyncio.gather(background, return_exceptions=True)
-    conversation = await Conversation.objects.aget(pk=conversation_id)
-    state = await sync_to_async(compaction.load_window)(conversation)
-    if compaction.must_compact_first(state):
-        await compact_and_broadcast(conversation_id, "auto", client, allow_review=False)
-        state = await sync_to_async(compaction.load_window)(conversation)
-    reply = await sync_to_async(actions.start_reply)(
-        conversation_id, client.model, state.boundary.pk if state.boundary else None
-    )
-    await broadcast.html(conversation_id, render.appended_message(reply))
+async def run_turn(conversation_id: int, reply: Message) -> None:
+    """Answer the latest user message into `reply` (a streaming row). Always closes the row."""
     pieces: list[str] = []
-
-    async def on_text(text: str) -> None:
-        pieces.append(text)
-        await broadcast.html(conversation_id, render.delta(reply.seq, text))
-
-    partial = lambda: [{"type": "text", "text": "".join(pieces)}]  # noqa: E731
+    content, status, fields = None, Message.Status.ERROR, {}
+    stop_listener = asyncio.ensure_future(_cancel_on_stop(conversation_id, asyncio.current_task()))
     try:
+        await broadcast.html(conversation_id, render.appended_message(reply))
+        client = get_client()
+        # A compaction this process started after the previous reply finishes first, so the
+        # window below is built from its boundary (and the pre-send check sees the result).
+        background = _compacting.get(conversation_id)
+        if background is not None:
+            await asyncio.gather(background, return_exceptions=True)
+        conversation = await Conversation.objects.aget(pk=conversation_id)
+        state = await sync_to_async(compaction.load_window)(conversation)
+        if compaction.must_compact_first(state):
+            await compact_and_broadcast(conversation_id, "auto", client, allow_review=False)
+            state = await sync_to_async(compaction.load_window)(conversation)
+        await sync_to_async(actions.record_reply_window)(
+            reply.pk,
+            boundary_id=state.boundary.pk if state.boundary else None,
+            head_tokens=state.head_tokens,
+        )
+        last_save = time.monotonic()
+
+        async def on_text(text: str) -> None:
+            nonlocal last_save
+            pieces.append(text)
+            await broadcast.html(conversation_id, render.delta(reply.seq, text))
+            if time.monotonic() - last_save >= PARTIAL_SAVE_SECONDS:
+                last_save = time.monotonic()
+                await sync_to_async(actions.save_partial_reply)(reply.pk, "".join(pieces))
+
         result = await client.reply(
             system=state.window.system,
             messages=state.window.messages,
             max_tokens=settings.CHAT_MAX_TOKENS,
             on_text=on_text,
         )
+        content, status = result.content, Message.Status.COMPLETE
+        fields = {"usage": result.usage, "model": result.model}
     except asyncio.CancelledError:
-        # Stop: keep what arrived. Shielded so the save completes although we are cancelled.
-        await asyncio.shield(_finish(conversation_id, reply.pk, partial(), "interrupted"))
+        status = Message.Status.INTERRUPTED  # Stop: keep what arrived
         raise
     except LLMError as exc:
-        await _finish(conversation_id, reply.pk, partial(), "error", error=exc.reason)
-        return
-    except Exception as exc:
-        log.exception("reply failed")
-        await _finish(
-            conversation_id, reply.pk, partial(), "error", error=f"Unexpected error: {exc}"
-        )
-        return
-    await _finish(
-        conversation_id,
-        reply.pk,
-        result.content,
-        "complete",
-        usage=result.usage,
-        model=result.model,
-    )
+        fields = {"error": exc.reason}
+    except Exception:
+        log.exception("reply to conversation %s failed", conversation_id)
+        fields = {"error": "The server failed while answering; the error is logged."}
+    finally:
+        stop_listener.cancel()
+        if content is None:
+            content = [{"type": "text", "text": "".join(pieces)}]
+        # Shielded: the reply is saved even when this task is being cancelled.
+        await asyncio.shield(_finish(conversation_id, reply.pk, content, status, **fields))
+
+
+async def _cancel_on_stop(conversation_id: int, task: asyncio.Task) -> None:
+    """Cancel `task` when any tab, connected to any server process, presses Stop."""
+    layer = get_channel_layer()
+    channel = await layer.new_channel("turn.")
+    group = broadcast.control_group(conversation_id)
+    await layer.group_add(group, channel)
+    try:
+        while (await layer.receive(channel)).get("type") != "turn.stop":
+            pass
+        task.cancel()
+    finally:
+        await layer.group_discard(group, channel)
 
 
 async def _finish(conversation_id: int, message_id: int, content, status, **fields) -> None:
@@ -161,10 +182,16 @@ async def compact_and_broadcast(
             allow_review=allow_review,
         )
     except compaction.CompactionRefused as exc:
-        await broadcast.html(conversation_id, render.progress(""))
         if trigger == "manual":
             await broadcast.html(conversation_id, render.notice(exc.reason))
         return None
-    await broadcast.html(conversation_id, render.progress(""))
+    except Exception:
+        log.exception("compaction of conversation %s failed", conversation_id)
+        await broadcast.html(
+            conversation_id, render.notice("Compaction failed on the server; nothing changed.")
+        )
+        return None
+    finally:
+        await asyncio.shield(broadcast.html(conversation_id, render.progress("")))
     await broadcast.html(conversation_id, await sync_to_async(render.compaction_outcome)(row))
     return row

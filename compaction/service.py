@@ -58,6 +58,7 @@ class WindowState:
     boundary: Compaction | None
     entries: list[Entry]  # the transcript messages the window carries verbatim
     pinned_before_cut: list[Entry]
+    head_tokens: int  # estimate for the system prompt, summary pair and pins
 
 
 def budget_for(conversation: Conversation) -> Budget:
@@ -117,15 +118,18 @@ def load_window(conversation: Conversation) -> WindowState:
     head = head_tokens(conversation.system_prompt, summary, pinned_before_cut)
     return WindowState(
         window=window,
-        tokens=window_total(head, entries, _anchor(rows, boundary)),
+        tokens=window_total(head, entries, _anchor(rows, boundary, head)),
         budget=budget_for(conversation),
         boundary=boundary,
         entries=entries,
         pinned_before_cut=pinned_before_cut,
+        head_tokens=head,
     )
 
 
-def _anchor(rows: list[Message], boundary: Compaction | None) -> tuple[int, int] | None:
+def _anchor(
+    rows: list[Message], boundary: Compaction | None, head_now: int
+) -> tuple[int, int, int] | None:
     """The latest reply whose reported usage describes the current window's prefix."""
     boundary_id = boundary.pk if boundary else None
     for row in reversed(rows):
@@ -138,7 +142,8 @@ def _anchor(rows: list[Message], boundary: Compaction | None) -> tuple[int, int]
             output = int(row.usage.get("output_tokens") or 0) + MESSAGE_OVERHEAD
             reported = usage_input_total(row.usage) + output
             if reported:
-                return row.seq, reported
+                head_then = head_now if row.window_head_tokens is None else row.window_head_tokens
+                return row.seq, reported, head_then
     return None
 
 
@@ -341,11 +346,13 @@ def must_compact_first(state: WindowState) -> bool:
 # --- review and undo -----------------------------------------------------------------------
 
 
-def _owned(user, compaction_id, status: str) -> Compaction:
+def _draft(user, conversation_id, compaction_id) -> Compaction:
+    """A draft of this user's conversation, and of the conversation the request came from."""
     try:
         return Compaction.objects.select_related("conversation").get(
             pk=int(compaction_id),
-            status=status,
+            conversation_id=int(conversation_id),
+            status=Compaction.Status.DRAFT,
             conversation__owner=user,
             conversation__deleted_at__isnull=True,
         )
@@ -353,33 +360,65 @@ def _owned(user, compaction_id, status: str) -> Compaction:
         raise CompactionRefused("That summary is no longer waiting for review.") from None
 
 
-def approve_draft(user, compaction_id, summary: str) -> Compaction:
-    draft = _owned(user, compaction_id, Compaction.Status.DRAFT)
-    summary = summary.strip()
+def _settle(draft: Compaction, status: str, **fields) -> Compaction:
+    """Move a draft on, only if it is still a draft: a full window may have superseded it."""
+    changed = Compaction.objects.filter(pk=draft.pk, status=Compaction.Status.DRAFT).update(
+        status=status, updated_at=timezone.now(), **fields
+    )
+    if not changed:
+        raise CompactionRefused("That summary is no longer waiting for review.")
+    draft.refresh_from_db()
+    return draft
+
+
+def approve_draft(user, conversation_id, compaction_id, summary) -> Compaction:
+    draft = _draft(user, conversation_id, compaction_id)
+    summary = str(summary or "").strip()
     if not summary:
         raise CompactionRefused("An approved summary cannot be empty.")
-    if summary != draft.summary.strip():
-        draft.edited = True
-        draft.summary = summary
+    edited = summary != draft.summary.strip()
+    post_tokens = draft.post_tokens
+    if edited:
         state = load_window(draft.conversation)
-        draft.post_tokens = _post_tokens(draft.conversation, state, summary, draft.first_kept_seq)
-    draft.status = Compaction.Status.COMMITTED
-    draft.save()
-    return draft
+        post_tokens = _post_tokens(draft.conversation, state, summary, draft.first_kept_seq)
+        if post_tokens >= state.tokens:
+            raise CompactionRefused(
+                f"With this summary the window would hold {post_tokens:,} tokens, not fewer "
+                f"than the {state.tokens:,} it holds now. Shorten the summary."
+            )
+    return _settle(
+        draft,
+        Compaction.Status.COMMITTED,
+        summary=summary,
+        edited=edited,
+        post_tokens=post_tokens,
+    )
 
 
-def discard_draft(user, compaction_id) -> Compaction:
-    draft = _owned(user, compaction_id, Compaction.Status.DRAFT)
-    draft.status = Compaction.Status.DISCARDED
-    draft.save(update_fields=["status", "updated_at"])
-    return draft
+def discard_draft(user, conversation_id, compaction_id) -> Compaction:
+    draft = _draft(user, conversation_id, compaction_id)
+    return _settle(draft, Compaction.Status.DISCARDED)
 
 
 def undo_latest(user, conversation_id) -> Compaction:
-    conversation = Conversation.objects.owned_by(user).filter(pk=conversation_id).first()
-    boundary = latest_boundary(conversation) if conversation else None
-    if boundary is None:
-        raise CompactionRefused("There is no compaction to undo.")
-    boundary.status = Compaction.Status.UNDONE
-    boundary.save(update_fields=["status", "updated_at"])
+    with transaction.atomic():
+        conversation = (
+            Conversation.objects.owned_by(user)
+            .select_for_update()
+            .filter(pk=conversation_id)
+            .first()
+        )
+        if conversation is None:
+            raise CompactionRefused("There is no compaction to undo.")
+        if Compaction.objects.filter(
+            conversation=conversation,
+            status__in=[Compaction.Status.RUNNING, Compaction.Status.DRAFT],
+        ).exists():
+            # A draft revises the summary being undone: undoing under it would bring it back.
+            raise CompactionRefused("Finish or discard the compaction in progress first.")
+        boundary = latest_boundary(conversation)
+        if boundary is None:
+            raise CompactionRefused("There is no compaction to undo.")
+        boundary.status = Compaction.Status.UNDONE
+        boundary.save(update_fields=["status", "updated_at"])
     return boundary

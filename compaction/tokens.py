@@ -77,14 +77,19 @@ def default_budget(model: str, provider: str) -> int:
     return DEFAULT_CONTEXT
 
 
-def window_total(head_tokens: int, entries: list, anchor: tuple[int, int] | None) -> int:
+def window_total(head_tokens: int, entries: list, anchor: tuple[int, int, int] | None) -> int:
     """Tokens of a window: reported usage where we have it, stored estimates for the rest.
 
-    `head_tokens` is the estimate for the system prompt and summary pair; `anchor` is
-    `(seq, tokens)` of the latest reply sent under the current boundary, where `tokens` is what the
-    API reported for its request plus its own output. Only messages after the anchor are estimated.
+    `head_tokens` is the estimate for the system prompt and summary pair now; `anchor` is
+    `(seq, tokens, head_then)` of the latest reply sent under the current boundary, where `tokens`
+    is what the API reported for its request plus its own output and `head_then` the head
+    estimate when it was sent. Only messages after the anchor, and any change to the head since,
+    are estimated.
     """
     if anchor is None:
         return head_tokens + sum(e.tokens for e in entries)
-    anchor_seq, reported = anchor
-    return reported + sum(e.tokens for e in entries if e.seq > anchor_seq)
+    anchor_seq, reported, head_then = anchor
+    return max(
+        reported + head_tokens - head_then + sum(e.tokens for e in entries if e.seq > anchor_seq),
+        0,
+    )

@@ -174,7 +174,9 @@ if not DEBUG:
     CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
     SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
     SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 0, minimum=0)
-    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    if env_bool("BEHIND_TLS_PROXY", False):
+        # Only trust X-Forwarded-Proto when a proxy we control sets it.
+        SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 SESSION_COOKIE_HTTPONLY = True
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
@@ -209,6 +211,11 @@ PAGE_MESSAGES = env_int("PAGE_MESSAGES", 60)
 CONTEXT_BUDGET_TOKENS = env_int("CONTEXT_BUDGET_TOKENS", 0, minimum=0)
 AUTO_COMPACT_AT = env_fraction("AUTO_COMPACT_AT", 0.6)
 KEEP_TAIL_SHARE = env_fraction("KEEP_TAIL_SHARE", 0.25)
+if KEEP_TAIL_SHARE >= AUTO_COMPACT_AT:
+    # The kept tail alone would sit past the threshold: every compaction would trigger the next.
+    raise ImproperlyConfigured(
+        f"KEEP_TAIL_SHARE ({KEEP_TAIL_SHARE}) must be below AUTO_COMPACT_AT ({AUTO_COMPACT_AT})"
+    )
 SUMMARY_MAX_TOKENS = env_int("SUMMARY_MAX_TOKENS", 4096)
 # After this many failed compactions in a row, auto-compaction pauses for a while.
 COMPACT_FAILURE_LIMIT = env_int("COMPACT_FAILURE_LIMIT", 3)

@@ -155,7 +155,9 @@ async def test_review_mode_makes_a_draft_that_only_approval_commits(conversation
     assert (await sync_to_async(window_of)(conversation)).boundary is None
     with pytest.raises(service.CompactionRefused, match="review"):
         await compact(conversation, client)
-    approved = await sync_to_async(service.approve_draft)(alice, draft.pk, "My own brief.")
+    approved = await sync_to_async(service.approve_draft)(
+        alice, conversation.pk, draft.pk, "My own brief."
+    )
     assert approved.status == "committed" and approved.edited
     head = (await sync_to_async(window_of)(conversation)).window.messages[0]["content"][0]["text"]
     assert "My own brief." in head
@@ -166,10 +168,10 @@ async def test_a_discarded_draft_changes_nothing(conversation, alice):
     await conversation.asave()
     await sync_to_async(add_turns)(conversation, 8)
     draft = await compact(conversation, FakeClient())
-    await sync_to_async(service.discard_draft)(alice, draft.pk)
+    await sync_to_async(service.discard_draft)(alice, conversation.pk, draft.pk)
     assert (await sync_to_async(window_of)(conversation)).boundary is None
     with pytest.raises(service.CompactionRefused):
-        await sync_to_async(service.approve_draft)(alice, draft.pk, "late")
+        await sync_to_async(service.approve_draft)(alice, conversation.pk, draft.pk, "late")
 
 
 async def test_undo_restores_the_previous_window(conversation, alice):
@@ -190,7 +192,7 @@ def test_bob_cannot_approve_or_undo_alices_compactions(conversation, bob):
         conversation=conversation, trigger="manual", status="draft", first_kept_seq=3
     )
     with pytest.raises(service.CompactionRefused):
-        service.approve_draft(bob, row.pk, "mine now")
+        service.approve_draft(bob, conversation.pk, row.pk, "mine now")
     with pytest.raises(service.CompactionRefused):
         service.undo_latest(bob, conversation.pk)
 
@@ -241,3 +243,69 @@ async def test_cancelling_a_compaction_never_leaves_it_running(conversation):
     statuses = [c.status async for c in Compaction.objects.filter(conversation=conversation)]
     assert "running" not in statuses
     assert (await compact(conversation, FakeClient())).status == "committed"
+
+
+def test_a_draft_is_only_reviewed_from_its_own_conversation(conversation, alice):
+    from chat.models import Conversation
+
+    other = Conversation.objects.create(owner=alice, model="fake-model")
+    draft = Compaction.objects.create(
+        conversation=conversation, trigger="manual", status="draft", first_kept_seq=3
+    )
+    with pytest.raises(service.CompactionRefused):
+        service.approve_draft(alice, other.pk, draft.pk, "from the wrong tab")
+    with pytest.raises(service.CompactionRefused):
+        service.discard_draft(alice, other.pk, draft.pk)
+    draft.refresh_from_db()
+    assert draft.status == "draft"
+
+
+def test_undo_waits_for_an_open_draft(conversation, alice):
+    add_turns(conversation, 8)
+    Compaction.objects.create(
+        conversation=conversation, trigger="auto", status="committed", first_kept_seq=5
+    )
+    Compaction.objects.create(
+        conversation=conversation, trigger="manual", status="draft", first_kept_seq=9
+    )
+    with pytest.raises(service.CompactionRefused, match="in progress"):
+        service.undo_latest(alice, conversation.pk)
+
+
+def test_an_edited_summary_that_would_not_shrink_the_window_is_refused(conversation, alice):
+    add_turns(conversation, 8)
+    draft = Compaction.objects.create(
+        conversation=conversation,
+        trigger="manual",
+        status="draft",
+        first_kept_seq=13,
+        summary="short",
+    )
+    with pytest.raises(service.CompactionRefused, match="Shorten the summary"):
+        service.approve_draft(alice, conversation.pk, draft.pk, "x " * 20_000)
+    draft.refresh_from_db()
+    assert draft.status == "draft"
+
+
+def test_pinning_an_old_message_moves_the_count_even_with_an_anchor(conversation):
+    from chat.models import Message
+
+    add_turns(conversation, 6)
+    boundary = Compaction.objects.create(
+        conversation=conversation,
+        trigger="auto",
+        status="committed",
+        first_kept_seq=9,
+        summary="Brief.",
+    )
+    before = service.load_window(conversation)
+    Message.objects.filter(conversation=conversation, seq=12).update(
+        usage={"input_tokens": before.tokens, "output_tokens": 50},
+        window_boundary_id=boundary.pk,
+        window_head_tokens=before.head_tokens,
+    )
+    anchored = service.load_window(conversation).tokens
+    Pin.objects.create(message=Message.objects.get(seq=1), conversation=conversation)
+    pinned = service.load_window(conversation)
+    assert pinned.head_tokens > before.head_tokens
+    assert pinned.tokens == anchored + pinned.head_tokens - before.head_tokens

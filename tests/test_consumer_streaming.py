@@ -6,6 +6,7 @@ import asyncio
 import json
 
 import pytest
+from asgiref.sync import sync_to_async
 
 from chat import turns
 from chat.models import Message
@@ -132,6 +133,8 @@ async def test_a_provider_error_keeps_the_user_message_and_the_partial_text(
         ("not json", "not valid JSON"),
         ("[1, 2]", "not a JSON object"),
         (json.dumps({"action": "dance"}), "Unknown action"),
+        (json.dumps({"action": [1]}), "Unknown action"),
+        (json.dumps({"action": {"a": 1}}), "Unknown action"),
         (json.dumps({"action": "send", "message": "   "}), "empty message"),
         (json.dumps({"action": "send"}), "empty message"),
         (json.dumps({"action": "send", "message": 5}), "empty message"),
@@ -187,8 +190,62 @@ async def test_it_does_not_leave_a_task_behind_after_an_unexpected_crash(
     await ws.connect()
     await ws.send_to(text_data=send("hi"))
     frames = await receive_until(ws, lambda f: 'data-status="error"' in f)
-    assert "Unexpected error" in frames[-1]
+    assert "The server failed while answering" in frames[-1]
     await turns.wait(conversation.pk)
     assert not turns.is_running(conversation.pk)
     await asyncio.sleep(0)
+    await ws.disconnect()
+
+
+async def test_two_tabs_sending_at_once_start_one_reply(alice, conversation, fake_llm):
+    fake_llm.enqueue(["only ", "one"], delay=0.05)
+    first, second = socket_for(alice, conversation.pk), socket_for(alice, conversation.pk)
+    await first.connect()
+    await second.connect()
+    await asyncio.gather(
+        first.send_to(text_data=send("from tab one")),
+        second.send_to(text_data=send("from tab two")),
+    )
+    await receive_until(first, lambda f: 'data-status="complete"' in f and "message assistant" in f)
+    await turns.wait(conversation.pk)
+    roles = [m.role for m in await messages_of(conversation)]
+    assert roles == ["user", "assistant"]
+    assert len(fake_llm.calls) == 1
+    await first.disconnect()
+    await second.disconnect()
+
+
+async def test_stop_before_the_model_answers_still_closes_the_reply(alice, conversation, fake_llm):
+    from chat import actions
+
+    message, reply = await sync_to_async(actions.append_user_message)(
+        alice, conversation.pk, "hi", model="fake-model"
+    )
+    task = turns.start(conversation.pk, reply)
+    await asyncio.sleep(0)
+    task.cancel()  # at its first await, before the model was asked anything
+    await asyncio.gather(task, return_exceptions=True)
+    await reply.arefresh_from_db()
+    assert reply.status == "interrupted"
+    ws = socket_for(alice, conversation.pk)
+    await ws.connect()
+    await ws.send_to(text_data=send("and again"))  # the conversation is usable at once
+    await receive_until(ws, lambda f: 'data-status="complete"' in f and "message assistant" in f)
+    await turns.wait(conversation.pk)
+    await ws.disconnect()
+
+
+async def test_streamed_text_reaches_the_row_before_the_reply_ends(
+    alice, conversation, fake_llm, monkeypatch
+):
+    monkeypatch.setattr(turns, "PARTIAL_SAVE_SECONDS", 0)
+    fake_llm.enqueue(["saved ", "as ", "it ", "streams"] + ["."] * 30, delay=0.02)
+    ws = socket_for(alice, conversation.pk)
+    await ws.connect()
+    await ws.send_to(text_data=send("go"))
+    await receive_until(ws, lambda f: "beforeend:#msg-2-text" in f and "streams" in f)
+    await asyncio.sleep(0.05)
+    reply = await Message.objects.aget(conversation=conversation, seq=2)
+    assert reply.status == "streaming" and reply.text.startswith("saved as it streams")
+    await turns.wait(conversation.pk)
     await ws.disconnect()

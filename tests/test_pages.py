@@ -47,7 +47,9 @@ def test_the_page_says_plainly_when_the_demo_model_answers(client, alice, settin
 def test_the_first_message_names_the_conversation(alice, conversation):
     from chat.actions import append_user_message
 
-    append_user_message(alice, conversation.pk, "How do I parse TOML arrays of tables in Rust?")
+    append_user_message(
+        alice, conversation.pk, "How do I parse TOML arrays of tables in Rust?", model="m"
+    )
     conversation.refresh_from_db()
     assert conversation.title == "How do I parse TOML arrays of tables in Rust?"
 

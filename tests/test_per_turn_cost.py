@@ -17,10 +17,14 @@ pytestmark = pytest.mark.django_db
 def one_turn_queries(user, conversation) -> int:
     """The database work of one turn, in the order chat.turns.run_turn does it."""
     with CaptureQueriesContext(connection) as queries:
-        message = actions.append_user_message(user, conversation.pk, "One more question?")
+        message, reply = actions.append_user_message(
+            user, conversation.pk, "One more question?", model="fake-model"
+        )
         state = service.load_window(conversation)
         service.must_compact_first(state)
-        reply = actions.start_reply(conversation.pk, "fake-model", state.boundary.pk)
+        actions.record_reply_window(
+            reply.pk, boundary_id=state.boundary.pk, head_tokens=state.head_tokens
+        )
         actions.finish_reply(
             reply.pk,
             content=[{"type": "text", "text": "An answer."}],
