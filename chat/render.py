@@ -70,6 +70,7 @@ class Context:
     first_kept_seq: int
     boundaries: list[Compaction]
     chart: str
+    chart_capped: bool  # the chart shows only the latest CHART_TURNS replies
     draft: Compaction | None
     paused_until: object
 
@@ -123,6 +124,7 @@ def context_data(conversation: Conversation, state=None) -> Context:
         history_tokens=history,
         first_kept_seq=state.boundary.first_kept_seq if state.boundary else 1,
         boundaries=boundaries,
+        chart_capped=len(replies) == CHART_TURNS,
         chart=sawtooth_svg(
             per_turn + [state.tokens], budget=state.budget.total, threshold=state.budget.threshold
         ),
