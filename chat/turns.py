@@ -82,8 +82,14 @@ async def run_turn(conversation_id: int, reply: Message) -> None:
     """Answer the latest user message into `reply` (a streaming row). Always closes the row."""
     pieces: list[str] = []
     content, status, fields = None, Message.Status.ERROR, {}
-    stop_listener = asyncio.ensure_future(_cancel_on_stop(conversation_id, asyncio.current_task()))
+    control = stop_listener = None
     try:
+        layer = get_channel_layer()
+        # The default prefix on purpose: the Redis layer runs one receive loop per real channel,
+        # and sharing the consumers' one keeps Stop from queueing behind their blocking reads.
+        control = await layer.new_channel()
+        await layer.group_add(broadcast.control_group(conversation_id), control)
+        stop_listener = asyncio.ensure_future(_cancel_on_stop(control, asyncio.current_task()))
         await broadcast.html(conversation_id, render.appended_message(reply))
         client = get_client()
         # A compaction this process started after the previous reply finishes first, so the
@@ -128,25 +134,37 @@ async def run_turn(conversation_id: int, reply: Message) -> None:
         log.exception("reply to conversation %s failed", conversation_id)
         fields = {"error": "The server failed while answering; the error is logged."}
     finally:
-        stop_listener.cancel()
+        if control is not None:
+            await asyncio.shield(_release_stop_listener(conversation_id, control, stop_listener))
         if content is None:
             content = [{"type": "text", "text": "".join(pieces)}]
         # Shielded: the reply is saved even when this task is being cancelled.
         await asyncio.shield(_finish(conversation_id, reply.pk, content, status, **fields))
 
 
-async def _cancel_on_stop(conversation_id: int, task: asyncio.Task) -> None:
+async def _cancel_on_stop(channel: str, task: asyncio.Task) -> None:
     """Cancel `task` when any tab, connected to any server process, presses Stop."""
     layer = get_channel_layer()
-    channel = await layer.new_channel("turn.")
-    group = broadcast.control_group(conversation_id)
-    await layer.group_add(group, channel)
+    while True:
+        kind = (await layer.receive(channel)).get("type")
+        if kind == "turn.stop":
+            task.cancel()
+        elif kind == "turn.done":
+            return
+
+
+async def _release_stop_listener(conversation_id: int, channel: str, listener) -> None:
+    """End the listener with a message, not a cancel: cancelling a Redis receive mid-read can
+    drop a message it fetched for another consumer of this process (a streamed delta)."""
+    layer = get_channel_layer()
+    await layer.group_discard(broadcast.control_group(conversation_id), channel)
+    if listener is None:
+        return
+    await layer.send(channel, {"type": "turn.done"})
     try:
-        while (await layer.receive(channel)).get("type") != "turn.stop":
-            pass
-        task.cancel()
-    finally:
-        await layer.group_discard(group, channel)
+        await asyncio.wait_for(listener, timeout=5)
+    except (TimeoutError, asyncio.CancelledError):
+        pass
 
 
 async def _finish(conversation_id: int, message_id: int, content, status, **fields) -> None:

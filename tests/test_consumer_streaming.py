@@ -249,3 +249,20 @@ async def test_streamed_text_reaches_the_row_before_the_reply_ends(
     assert reply.status == "streaming" and reply.text.startswith("saved as it streams")
     await turns.wait(conversation.pk)
     await ws.disconnect()
+
+
+async def test_stop_reaches_the_reply_even_with_no_tab_left_in_its_process(
+    alice, conversation, fake_llm
+):
+    from chat import broadcast
+
+    fake_llm.enqueue(["b"] * 200, delay=0.02)
+    ws = socket_for(alice, conversation.pk)
+    await ws.connect()
+    await ws.send_to(text_data=send("long one"))
+    await receive_until(ws, lambda f: "beforeend:#msg-2-text" in f)
+    await ws.disconnect()
+    await broadcast.stop(conversation.pk)  # as a tab connected to another process would
+    await turns.wait(conversation.pk)
+    reply = (await messages_of(conversation))[-1]
+    assert reply.status == "interrupted" and 0 < len(reply.text) < 200
