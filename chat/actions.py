@@ -97,12 +97,7 @@ def append_user_message(user, conversation_id, text, *, model: str) -> tuple[Mes
     """
     text = clean_user_text(text)
     with transaction.atomic():
-        conversation = (
-            Conversation.objects.owned_by(user)
-            .select_for_update()
-            .filter(pk=conversation_id)
-            .first()
-        )
+        conversation = Conversation.objects.owned_by(user).locked(conversation_id)
         if conversation is None:
             raise ActionError("That conversation does not exist.")
         close_orphaned_replies(conversation.pk, older_than=timezone.now() - ORPHANED_AFTER)

@@ -20,6 +20,10 @@ class ConversationQuerySet(models.QuerySet):
             return self.none()
         return self.filter(owner=user, deleted_at__isnull=True)
 
+    def locked(self, pk) -> Conversation | None:
+        """The row locked for this transaction: changes to one conversation happen one at a time."""
+        return self.select_for_update().filter(pk=pk).first()
+
 
 class Conversation(models.Model):
     owner = models.ForeignKey(

@@ -402,12 +402,7 @@ def discard_draft(user, conversation_id, compaction_id) -> Compaction:
 
 def undo_latest(user, conversation_id) -> Compaction:
     with transaction.atomic():
-        conversation = (
-            Conversation.objects.owned_by(user)
-            .select_for_update()
-            .filter(pk=conversation_id)
-            .first()
-        )
+        conversation = Conversation.objects.owned_by(user).locked(conversation_id)
         if conversation is None:
             raise CompactionRefused("There is no compaction to undo.")
         if Compaction.objects.filter(

@@ -104,10 +104,38 @@
     if (banner) banner.hidden = true;
     if (!dropped) return;
     dropped = false;
-    var r = root();
-    htmx.ajax("GET", r.dataset.transcriptUrl, { target: "#transcript", swap: "outerHTML" });
-    htmx.ajax("GET", r.dataset.contextUrl, { target: "#context", swap: "outerHTML" });
+    refetch(3);
   });
+
+  // A bubble or divider that arrives on the socket while the snapshot is loading would be
+  // swapped away by it: when one does, fetch again (a few rounds at most). Streamed deltas do
+  // not count: the reply's final render replaces its bubble whole.
+  var refetching = false;
+  var missed = false;
+  document.addEventListener("htmx:wsAfterMessage", function (e) {
+    var text = e.detail && typeof e.detail.message === "string" ? e.detail.message : "";
+    if (refetching && /beforeend:#transcript|beforebegin:#msg-/.test(text)) missed = true;
+  });
+  function load(url, target) {
+    return fetch(url, { headers: { "HX-Request": "true" }, credentials: "same-origin" })
+      .then(function (response) {
+        if (!response.ok) throw new Error("HTTP " + response.status);
+        return response.text();
+      })
+      .then(function (html) { htmx.swap(target, html, { swapStyle: "outerHTML" }); });
+  }
+  function refetch(rounds) {
+    var r = root();
+    refetching = true;
+    missed = false;
+    Promise.all([load(r.dataset.transcriptUrl, "#transcript"), load(r.dataset.contextUrl, "#context")])
+      .catch(function () { missed = true; })
+      .finally(function () {
+        refetching = false;
+        markWindow();
+        if (missed && rounds > 1) refetch(rounds - 1);
+      });
+  }
   document.addEventListener("click", function (e) {
     if (e.target.closest("#retry")) window.location.reload();
   });

@@ -316,3 +316,93 @@ def export(page, base: str) -> dict:
     response = page.request.get(f"{base}/conversations/{conversation_id(page)}/export.json")
     assert response.ok, response.status
     return response.json()
+
+
+# --- a server a test may stop and start again ------------------------------------------------
+
+
+class RestartableServer:
+    """A daphne of its own (own SQLite file, own port) that a test can stop and start again on
+    the same port, to drop every websocket the way a deploy or a crash does. The session's
+    `server` is never touched, so a failure here cannot leave other tests without one."""
+
+    def __init__(self, tmp_path: Path):
+        self.port = _free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.log = tmp_path / "daphne.log"
+        self.env = {k: v for k, v in os.environ.items() if k not in LEAKY_ENV}
+        self.env |= SERVER_ENV | {
+            "DATABASE_URL": f"sqlite:///{tmp_path / 'restartable.sqlite3'}",
+            "PORT": str(self.port),
+        }
+        self.argv = [
+            sys.executable,
+            "-m",
+            "daphne",
+            "-b",
+            "127.0.0.1",
+            "-p",
+            str(self.port),
+            "config.asgi:application",
+        ]
+        self.proc: subprocess.Popen | None = None
+
+    def migrate(self) -> None:
+        subprocess.run(
+            [sys.executable, "manage.py", "migrate", "--noinput"],
+            cwd=ROOT,
+            env=self.env,
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+
+    def start(self) -> None:
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                self.argv, cwd=ROOT, env=self.env, stdout=out, stderr=subprocess.STDOUT
+            )
+        _wait_until_up(f"{self.base}/accounts/login/", self.proc, self.log)
+
+    def stop(self) -> None:
+        """Terminate the process and wait until the port refuses connections."""
+        if self.proc is None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=5)
+        self.proc = None
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with socket.socket() as s:
+                s.settimeout(0.5)
+                if s.connect_ex(("127.0.0.1", self.port)) != 0:
+                    return
+            time.sleep(0.1)
+        raise RuntimeError(f"port {self.port} still open after daphne stopped")
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+
+@pytest.fixture(scope="module")
+def restartable_server():
+    with tempfile.TemporaryDirectory(prefix="browser-tests-restart-") as tmp:
+        srv = RestartableServer(Path(tmp))
+        srv.migrate()
+        srv.start()
+        try:
+            yield srv
+        finally:
+            srv.stop()
+            text = srv.log.read_text(errors="replace") if srv.log.exists() else ""
+            if "Traceback" in text or "ERROR" in text:
+                print("\n--- restartable daphne log had errors ---\n" + text[-6000:])
+
+
+def message_ids(page) -> list[str]:
+    """The ids of every message bubble in the transcript, in page order (duplicates kept)."""
+    return page.evaluate("[...document.querySelectorAll('#transcript .message')].map(m => m.id)")
