@@ -83,13 +83,16 @@ async def run_turn(conversation_id: int, reply: Message) -> None:
     pieces: list[str] = []
     content, status, fields = None, Message.Status.ERROR, {}
     control = stop_listener = None
+    stoppable = {"yes": True}  # cleared before closing: a late Stop must not cut the save short
     try:
         layer = get_channel_layer()
         # The default prefix on purpose: the Redis layer runs one receive loop per real channel,
         # and sharing the consumers' one keeps Stop from queueing behind their blocking reads.
         control = await layer.new_channel()
         await layer.group_add(broadcast.control_group(conversation_id), control)
-        stop_listener = asyncio.ensure_future(_cancel_on_stop(control, asyncio.current_task()))
+        stop_listener = asyncio.ensure_future(
+            _cancel_on_stop(control, asyncio.current_task(), stoppable)
+        )
         await broadcast.html(conversation_id, render.appended_message(reply))
         client = get_client()
         # A compaction this process started after the previous reply finishes first, so the
@@ -134,6 +137,7 @@ async def run_turn(conversation_id: int, reply: Message) -> None:
         log.exception("reply to conversation %s failed", conversation_id)
         fields = {"error": "The server failed while answering; the error is logged."}
     finally:
+        stoppable["yes"] = False
         if control is not None:
             await asyncio.shield(_release_stop_listener(conversation_id, control, stop_listener))
         if content is None:
@@ -142,12 +146,12 @@ async def run_turn(conversation_id: int, reply: Message) -> None:
         await asyncio.shield(_finish(conversation_id, reply.pk, content, status, **fields))
 
 
-async def _cancel_on_stop(channel: str, task: asyncio.Task) -> None:
+async def _cancel_on_stop(channel: str, task: asyncio.Task, stoppable: dict) -> None:
     """Cancel `task` when any tab, connected to any server process, presses Stop."""
     layer = get_channel_layer()
     while True:
         kind = (await layer.receive(channel)).get("type")
-        if kind == "turn.stop":
+        if kind == "turn.stop" and stoppable["yes"]:
             task.cancel()
         elif kind == "turn.done":
             return
