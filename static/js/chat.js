@@ -139,4 +139,26 @@
   document.addEventListener("click", function (e) {
     if (e.target.closest("#retry")) window.location.reload();
   });
+
+  // A boundary in the panel links to its divider, which may sit above the loaded page: load
+  // older messages until it is there (a bounded number of pages), then scroll to it.
+  document.addEventListener("click", function (e) {
+    var link = e.target.closest('#context a[href^="#compaction-"]');
+    if (!link) return;
+    var id = link.getAttribute("href").slice(1);
+    if (document.getElementById(id)) return;
+    e.preventDefault();
+    var pages = 50;
+    (function loadUntilFound() {
+      var divider = document.getElementById(id);
+      var older = document.querySelector("#transcript .load-older");
+      if (divider) {
+        divider.open = true;
+        divider.scrollIntoView({ block: "center" });
+      } else if (older && pages-- > 0) {
+        document.body.addEventListener("htmx:afterSettle", loadUntilFound, { once: true });
+        htmx.trigger(older, "click");
+      }
+    })();
+  });
 })();
