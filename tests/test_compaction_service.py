@@ -309,3 +309,22 @@ def test_pinning_an_old_message_moves_the_count_even_with_an_anchor(conversation
     pinned = service.load_window(conversation)
     assert pinned.head_tokens > before.head_tokens
     assert pinned.tokens == anchored + pinned.head_tokens - before.head_tokens
+
+
+async def test_the_summary_request_reaches_an_anthropic_server_structured(
+    conversation, fake_anthropic
+):
+    from chat.llm import get_client
+    from compaction.summarise import SECTIONS
+
+    await sync_to_async(add_turns)(conversation, 8)
+    fake_anthropic.enqueue_reply(["<analysis>notes</analysis><summary>Served brief.</summary>"])
+    row = await compact(conversation, get_client())
+    assert (row.summariser, row.summary) == ("model", "Served brief.")
+    sent = fake_anthropic.requests[-1]
+    body = sent["messages"][0]["content"]
+    text = body if isinstance(body, str) else body[0]["text"]
+    assert "running brief" in sent["system"]
+    assert "<transcript>" in text and "</transcript>" in text
+    assert all(f"## {name}" in text for name in SECTIONS)
+    assert "<analysis>" not in row.summary
