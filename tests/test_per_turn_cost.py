@@ -3,38 +3,32 @@
 from __future__ import annotations
 
 import pytest
+from asgiref.sync import async_to_sync
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from chat import actions, render
+from chat import actions, render, turns
 from compaction import service
 from compaction.models import Compaction
 from tests.transcripts import add_turns
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fake_llm", "channel_layer")]
 
 
 def one_turn_queries(user, conversation) -> int:
-    """The database work of one turn, in the order chat.turns.run_turn does it."""
+    """The database work of one whole turn: what the consumer's send does, then the real turn.
+
+    `async_to_sync` from this thread runs the turn's database calls back on this thread, so the
+    capture sees every query `chat.turns.run_turn` makes.
+    """
     with CaptureQueriesContext(connection) as queries:
         message, reply = actions.append_user_message(
             user, conversation.pk, "One more question?", model="fake-model"
         )
-        state = service.load_window(conversation)
-        service.must_compact_first(state)
-        actions.record_reply_window(
-            reply.pk, boundary_id=state.boundary.pk, head_tokens=state.head_tokens
-        )
-        actions.finish_reply(
-            reply.pk,
-            content=[{"type": "text", "text": "An answer."}],
-            status="complete",
-            usage={"input_tokens": state.tokens, "output_tokens": 3},
-        )
-        after = service.load_window(conversation)
-        render.context_panel(conversation.pk, after)
-        service.wants_auto_compaction(conversation, after)
-    assert message.seq + 1 == reply.seq
+        render.appended_message(message)
+        async_to_sync(turns.run_turn)(conversation.pk, reply)
+    reply.refresh_from_db()
+    assert (reply.seq, reply.status) == (message.seq + 1, "complete")
     return len(queries)
 
 
@@ -61,7 +55,9 @@ def test_a_turn_costs_the_same_queries_at_turn_10_and_turn_300(alice, settings):
     settings.CONTEXT_BUDGET_TOKENS = 50_000
     short = compacted_conversation(alice, Conversation, 10)
     long = compacted_conversation(alice, Conversation, 300)
-    assert one_turn_queries(alice, short) == one_turn_queries(alice, long)
+    counts = one_turn_queries(alice, short), one_turn_queries(alice, long)
+    assert counts[0] == counts[1]
+    assert counts[0] > 15  # the whole turn was counted, not just the append
 
 
 def test_the_window_loads_only_messages_after_the_boundary(alice, settings):
