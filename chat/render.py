@@ -82,10 +82,6 @@ class Context:
         return self.pct(self.threshold)
 
     @property
-    def used_pct(self) -> float:
-        return min(self.pct(self.tokens), 100)
-
-    @property
     def segments(self) -> list[tuple[str, str, int, float]]:
         parts = [
             ("system", "System prompt", self.system_tokens),
