@@ -1,34 +1,58 @@
-"""Every change to conversations and the transcript happens here: validate, then write.
+"""Every change to conversations and the transcript starts here: validate, write, broadcast.
 
-Plain synchronous functions (the consumer wraps them with `database_sync_to_async`). Each takes the
-requesting user and scopes its queries to them, so no caller can reach another user's data.
+The websocket's actions are async: each validates, writes in one transaction on the database
+threads (`chat.db`, `chat.queue`), then broadcasts the result to every tab. The pages' actions
+are plain synchronous functions for the views. Every one takes the requesting user and scopes
+its queries to them, so no caller can reach another user's data.
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 from django.conf import settings
-from django.db import IntegrityError, transaction
-from django.db.models import Max
 from django.utils import timezone
 
-from compaction.tokens import estimate_content
+import providers
 
+from . import broadcast, db, fragments, queue
+from .errors import ActionError
 from .models import Conversation, Message, Pin
 
-TITLE_CHARS = 60
-# A reply still "streaming" after this long belongs to a process that died (replies are bounded
-# by the client's timeout); it is closed as interrupted so the conversation is usable again.
-ORPHANED_AFTER = timedelta(minutes=15)
+__all__ = ["ActionError"]
 
 
-class ActionError(Exception):
-    """Refused input: `reason` is shown to the user as it is."""
+# --- the websocket's actions ---------------------------------------------------------------------
 
-    def __init__(self, reason: str) -> None:
-        super().__init__(reason)
-        self.reason = reason
+
+async def send(user, conversation_id: int, text) -> queue.Claim:
+    """Store the user's message; it runs now or waits its turn, never refused for being early.
+    The returned claim's step is what the engine runs."""
+    text = queue.clean_user_text(text)
+    claim = await db.run(queue.append, user, conversation_id, text)
+    await broadcast.html(
+        conversation_id, fragments.appended_message(claim.message, queued=claim.queued)
+    )
+    for reply in claim.recovered:
+        await broadcast.html(conversation_id, fragments.replaced_message(reply))
+    return claim
+
+
+async def cancel(user, conversation_id: int, seq) -> None:
+    """Take back a queued message before it is sent."""
+    message = await db.run(queue.cancel, user, conversation_id, seq)
+    await broadcast.html(conversation_id, fragments.replaced_message(message))
+
+
+async def stop(user, conversation_id: int) -> tuple[Message, ...]:
+    """Stop the streaming reply, wherever it runs. Returns replies closed because their process
+    had died (the caller restarts the queue behind them)."""
+    recovered = await db.run(queue.request_stop, user, conversation_id)
+    await broadcast.stop(conversation_id)
+    for reply in recovered:
+        await broadcast.html(conversation_id, fragments.replaced_message(reply))
+    return recovered
+
+
+# --- the pages' actions --------------------------------------------------------------------------
 
 
 def get_conversation(user, conversation_id) -> Conversation:
@@ -39,11 +63,10 @@ def get_conversation(user, conversation_id) -> Conversation:
 
 
 def create_conversation(user, *, system_prompt: str | None = None) -> Conversation:
-    from .llm import provider_name
-
-    model = "demo" if provider_name() == "demo" else settings.CHAT_MODEL
     prompt = settings.DEFAULT_SYSTEM_PROMPT if system_prompt is None else system_prompt
-    return Conversation.objects.create(owner=user, model=model, system_prompt=prompt.strip())
+    return Conversation.objects.create(
+        owner=user, model=providers.default_model(), system_prompt=prompt.strip()
+    )
 
 
 def rename_conversation(user, conversation_id, title: str) -> Conversation:
@@ -67,128 +90,12 @@ def update_settings(
 
 
 def delete_conversation(user, conversation_id) -> None:
+    """Hide the conversation; what was queued in it will not be sent."""
     conversation = get_conversation(user, conversation_id)
     conversation.deleted_at = timezone.now()
     conversation.save(update_fields=["deleted_at", "updated_at"])
-
-
-def clean_user_text(text) -> str:
-    if not isinstance(text, str) or not text.strip():
-        raise ActionError("Type a message first: an empty message cannot be sent.")
-    text = text.strip()
-    if len(text) > settings.MAX_MESSAGE_CHARS:
-        raise ActionError(
-            f"That message is {len(text):,} characters; the limit is "
-            f"{settings.MAX_MESSAGE_CHARS:,}. Shorten it or split it."
-        )
-    return text
-
-
-def _next_seq(conversation: Conversation) -> int:
-    last = conversation.messages.aggregate(last=Max("seq"))["last"]
-    return (last or 0) + 1
-
-
-def append_user_message(user, conversation_id, text, *, model: str) -> tuple[Message, Message]:
-    """Add the user's message and, in the same transaction, the reply row that will answer it.
-
-    Creating both at once is what keeps two tabs (or two server processes) from starting two
-    replies: the second send finds the first reply streaming and is refused.
-    """
-    text = clean_user_text(text)
-    with transaction.atomic():
-        conversation = Conversation.objects.owned_by(user).locked(conversation_id)
-        if conversation is None:
-            raise ActionError("That conversation does not exist.")
-        close_orphaned_replies(conversation.pk, older_than=timezone.now() - ORPHANED_AFTER)
-        if conversation.messages.filter(status=Message.Status.STREAMING).exists():
-            raise ActionError("A reply is still streaming: wait for it or press Stop.")
-        content = [{"type": "text", "text": text}]
-        seq = _next_seq(conversation)
-        try:
-            message = Message.objects.create(
-                conversation=conversation,
-                seq=seq,
-                role=Message.Role.USER,
-                content=content,
-                tokens=estimate_content(content),
-            )
-            reply = Message.objects.create(
-                conversation=conversation,
-                seq=seq + 1,
-                role=Message.Role.ASSISTANT,
-                content=[],
-                status=Message.Status.STREAMING,
-                model=model,
-            )
-        except IntegrityError:
-            raise ActionError("Another message was sent at the same moment; try again.") from None
-        fields = ["updated_at"]
-        if seq == 1 and conversation.title == Conversation._meta.get_field("title").default:
-            conversation.title = title_from(text)
-            fields.append("title")
-        conversation.save(update_fields=fields)
-    return message, reply
-
-
-def title_from(text: str) -> str:
-    first_line = " ".join(text.split())
-    if len(first_line) <= TITLE_CHARS:
-        return first_line
-    return first_line[:TITLE_CHARS].rsplit(" ", 1)[0] + "…"
-
-
-def record_reply_window(message_id: int, *, boundary_id: int | None, head_tokens: int) -> None:
-    """Note which window the streaming reply was asked with: its usage will describe that one."""
-    Message.objects.filter(pk=message_id, status=Message.Status.STREAMING).update(
-        window_boundary_id=boundary_id, window_head_tokens=head_tokens
-    )
-
-
-def save_partial_reply(message_id: int, text: str) -> None:
-    """Keep the text streamed so far, so a crash or a tab opened mid-reply does not lose it."""
-    Message.objects.filter(pk=message_id, status=Message.Status.STREAMING).update(
-        content=[{"type": "text", "text": text}]
-    )
-
-
-def finish_reply(
-    message_id: int,
-    *,
-    content: list[dict],
-    status: str,
-    usage: dict | None = None,
-    error: str = "",
-    model: str | None = None,
-) -> Message:
-    """Close a streaming reply. Only a row still streaming is written: complete rows are final."""
-    content = [b for b in content if b.get("type") != "text" or b.get("text")]
-    fields = {
-        "content": content,
-        "status": status,
-        "usage": usage,
-        "error": error,
-        "tokens": estimate_content(content),
-        "updated_at": timezone.now(),
-    }
-    if model:
-        fields["model"] = model
-    Message.objects.filter(pk=message_id, status=Message.Status.STREAMING).update(**fields)
-    message = Message.objects.get(pk=message_id)
-    Conversation.objects.filter(pk=message.conversation_id).update(updated_at=timezone.now())
-    return message
-
-
-def close_orphaned_replies(conversation_id: int, *, older_than) -> int:
-    """A reply left `streaming` by a process that died is closed as interrupted, text kept."""
-    return Message.objects.filter(
-        conversation_id=conversation_id,
-        status=Message.Status.STREAMING,
-        created_at__lt=older_than,
-    ).update(
-        status=Message.Status.INTERRUPTED,
-        error="The server stopped before this reply finished.",
-        updated_at=timezone.now(),
+    conversation.messages.filter(status=Message.Status.QUEUED).update(
+        status=Message.Status.CANCELLED, updated_at=timezone.now()
     )
 
 
@@ -201,7 +108,7 @@ def set_pinned(user, message_id, pinned: bool) -> Message:
         )
     except (Message.DoesNotExist, TypeError, ValueError):
         raise ActionError("That message does not exist.") from None
-    if message.status == Message.Status.STREAMING:
+    if message.status in (Message.Status.STREAMING, Message.Status.QUEUED):
         raise ActionError("Wait for the reply to finish before pinning it.")
     if pinned:
         Pin.objects.get_or_create(message=message, conversation=message.conversation)

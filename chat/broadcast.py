@@ -17,9 +17,11 @@ async def html(conversation_id: int, fragment: str) -> None:
 
 
 def control_group(conversation_id: int) -> str:
-    """Where Stop is sent: only the task running the reply listens here, in whatever process."""
+    """Where Stop is sent: only the process streaming the reply listens here (chat.liveness)."""
     return f"conversation-{conversation_id}-control"
 
 
 async def stop(conversation_id: int) -> None:
-    await get_channel_layer().group_send(control_group(conversation_id), {"type": "turn.stop"})
+    await get_channel_layer().group_send(
+        control_group(conversation_id), {"type": "turn.stop", "conversation": conversation_id}
+    )

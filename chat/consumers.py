@@ -1,22 +1,20 @@
-"""The websocket of one conversation: parse a frame, call an action, reply with fragments.
+"""The websocket of one conversation: parse a frame, call an action, hand work to the engine.
 
-Thin on purpose: validation and writes live in `chat.actions`, the turn in `chat.turns`,
-compaction in `compaction.service`. Every refusal is an error fragment for this socket only.
+Thin on purpose: validation, writes and broadcasts live in `chat.actions` and
+`compaction.actions`, the turn in `chat.engine`. Every refusal is a notice for this socket only.
 """
 
 from __future__ import annotations
 
 import json
 
-from asgiref.sync import sync_to_async
-from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
-from compaction import service as compaction
+from compaction import actions as compaction
+from compaction.run import CompactionRefused
 
-from . import actions, broadcast, render, turns
-from .llm import get_client
+from . import actions, broadcast, db, engine, fragments
 
 # A frame is the message plus htmx's headers; anything far beyond the message limit is refused
 # before it is parsed.
@@ -28,8 +26,10 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         self.user = self.scope.get("user")
         self.conversation_id = None
         try:
-            conversation = await database_sync_to_async(actions.get_conversation)(
-                self.user, self.scope["url_route"]["kwargs"]["conversation_id"]
+            conversation = await db.run(
+                actions.get_conversation,
+                self.user,
+                self.scope["url_route"]["kwargs"]["conversation_id"],
             )
         except actions.ActionError:
             await self.close(code=4404)  # before accept: the handshake is refused (403)
@@ -38,9 +38,10 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         self.group = broadcast.group_name(conversation.pk)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
+        engine.ensure_started()  # servers without an ASGI lifespan start it on first use
 
     async def disconnect(self, code) -> None:
-        # The reply task is not ours to cancel: it finishes and saves without us.
+        # The reply is not this socket's to cancel: it finishes and saves without it.
         if self.conversation_id is not None:
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
@@ -63,71 +64,59 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             return await self.refuse(f"Unknown action {str(frame.get('action'))[:40]!r}.")
         try:
             await handler(self, frame)
-        except (actions.ActionError, compaction.CompactionRefused) as exc:
+        except (actions.ActionError, CompactionRefused) as exc:
             await self.refuse(exc.reason)
 
     async def refuse(self, reason: str) -> None:
-        await self.send(text_data=render.notice(reason))
+        await self.send(text_data=fragments.notice(reason))
 
     # --- actions ---------------------------------------------------------------------------
 
     async def on_send(self, frame: dict) -> None:
-        message, reply = await database_sync_to_async(actions.append_user_message)(
-            self.user, self.conversation_id, frame.get("message"), model=get_client().model
+        claim = await engine.hold(
+            actions.send(self.user, self.conversation_id, frame.get("message"))
         )
-        await broadcast.html(self.conversation_id, render.appended_message(message))
-        turns.start(self.conversation_id, reply)
-        if message.seq == 1:  # the first message named the conversation
-            conversation = await database_sync_to_async(actions.get_conversation)(
-                self.user, self.conversation_id
-            )
-            await broadcast.html(self.conversation_id, render.title(conversation))
-        await self.send(text_data=render.notice(""))
+        engine.start(claim.step)
+        await self.send(text_data=fragments.accepted())
+
+    async def on_cancel(self, frame: dict) -> None:
+        await actions.cancel(self.user, self.conversation_id, frame.get("message"))
 
     async def on_stop(self, frame: dict) -> None:
-        await broadcast.stop(self.conversation_id)
+        if await actions.stop(self.user, self.conversation_id):
+            engine.kick(self.conversation_id)  # its process had died: run what waits behind
 
     async def on_compact(self, frame: dict) -> None:
-        if turns.is_running(self.conversation_id):
-            return await self.refuse("Wait for the reply to finish, then compact.")
-        instructions = str(frame.get("instructions") or "")[: settings.MAX_MESSAGE_CHARS]
-        if (
-            turns.start_compaction(self.conversation_id, "manual", instructions=instructions)
-            is None
-        ):
-            await self.refuse("A compaction is already running for this conversation.")
+        engine.run_compaction(
+            await compaction.compact_now(self.user, self.conversation_id, frame.get("instructions"))
+        )
 
     async def on_approve(self, frame: dict) -> None:
-        row = await database_sync_to_async(compaction.approve_draft)(
+        await compaction.approve(
             self.user, self.conversation_id, frame.get("compaction"), frame.get("summary")
-        )
-        await broadcast.html(
-            self.conversation_id, await sync_to_async(render.compaction_outcome)(row)
         )
 
     async def on_discard(self, frame: dict) -> None:
-        row = await database_sync_to_async(compaction.discard_draft)(
-            self.user, self.conversation_id, frame.get("compaction")
-        )
-        await broadcast.html(
-            self.conversation_id, await sync_to_async(render.compaction_outcome)(row)
-        )
+        await compaction.discard(self.user, self.conversation_id, frame.get("compaction"))
 
     async def on_regenerate(self, frame: dict) -> None:
-        instructions = str(frame.get("instructions") or "")[: settings.MAX_MESSAGE_CHARS]
-        draft = await database_sync_to_async(compaction.discard_draft)(
-            self.user, self.conversation_id, frame.get("compaction")
+        engine.run_compaction(
+            await engine.hold(
+                compaction.regenerate(
+                    self.user,
+                    self.conversation_id,
+                    frame.get("compaction"),
+                    frame.get("instructions"),
+                )
+            )
         )
-        turns.start_compaction(self.conversation_id, draft.trigger, instructions=instructions)
 
     async def on_undo(self, frame: dict) -> None:
-        row = await database_sync_to_async(compaction.undo_latest)(self.user, self.conversation_id)
-        await broadcast.html(
-            self.conversation_id, await sync_to_async(render.compaction_outcome)(row)
-        )
+        await compaction.undo(self.user, self.conversation_id)
 
     ACTIONS = {
         "send": on_send,
+        "cancel": on_cancel,
         "stop": on_stop,
         "compact": on_compact,
         "approve": on_approve,

@@ -1,8 +1,10 @@
 """Conversations and the append-only transcript.
 
-A `Message` is one API message. While a reply streams its row is updated; once it leaves the
-`streaming` status nothing writes to it again (see `chat.actions`, which only ever updates rows
-that are still streaming). Compaction never touches these rows: it writes boundaries elsewhere.
+A `Message` is one API message. A reply row is the state of its turn:
+`queued -> streaming -> complete | interrupted | error`, or `queued -> cancelled` (the user took
+the message back before it was sent; its user message is marked cancelled with it). Rows are only
+ever written while queued or streaming (conditional updates); once a reply is final nothing
+writes to it again. Compaction never touches these rows: it writes boundaries elsewhere.
 """
 
 from __future__ import annotations
@@ -38,6 +40,10 @@ class Conversation(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
     # Deleting hides a conversation from its owner; the transcript rows stay (append-only).
     deleted_at = models.DateTimeField(null=True, blank=True)
+    # Failed auto-compactions in a row, and the pause they caused: kept on the row the turn
+    # already loads, so deciding "compact now?" costs no query.
+    auto_compact_failures = models.PositiveIntegerField(default=0)
+    auto_compact_paused_until = models.DateTimeField(null=True, blank=True)
 
     objects = ConversationQuerySet.as_manager()
 
@@ -55,10 +61,12 @@ class Message(models.Model):
         ASSISTANT = "assistant"
 
     class Status(models.TextChoices):
+        QUEUED = "queued"  # a reply waiting for the one before it (or a compaction) to end
         STREAMING = "streaming"
         COMPLETE = "complete"
         ERROR = "error"
         INTERRUPTED = "interrupted"
+        CANCELLED = "cancelled"  # taken back while queued: never sent, never in a window
 
     conversation = models.ForeignKey(
         Conversation, on_delete=models.CASCADE, related_name="messages"
@@ -77,20 +85,33 @@ class Message(models.Model):
     # The estimate for that window's head (system prompt, summary, pins) when it was sent, so a
     # later change to the head (a pin, a new system prompt) still moves the count.
     window_head_tokens = models.PositiveIntegerField(null=True, blank=True)
+    # Liveness of a streaming reply: touched by the process running it. A streaming row whose
+    # heartbeat is stale belongs to a process that died; any process may then close it.
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # Stop, as durable state: the running process sees it even if the nudge over the channel
+    # layer is lost.
+    stop_requested = models.BooleanField(default=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
         ordering = ["seq"]
         constraints = [
-            models.UniqueConstraint(fields=["conversation", "seq"], name="message_seq_unique")
-        ]
-        indexes = [
-            # "Is a reply streaming?" is asked every turn; this keeps it from scanning the history.
-            models.Index(
+            models.UniqueConstraint(fields=["conversation", "seq"], name="message_seq_unique"),
+            # The database itself keeps turns one at a time: two processes cannot both start a
+            # reply in one conversation. Also the index for "is a reply streaming?".
+            models.UniqueConstraint(
                 fields=["conversation"],
                 condition=models.Q(status="streaming"),
-                name="message_streaming",
+                name="one_streaming_reply_per_conversation",
+            ),
+        ]
+        indexes = [
+            # The queue: "the next queued reply" without scanning the history.
+            models.Index(
+                fields=["conversation", "seq"],
+                condition=models.Q(status="queued"),
+                name="message_queued",
             )
         ]
 

@@ -9,6 +9,7 @@ from compaction.models import Compaction
 from .models import Conversation, Message, Pin
 
 SHOWN_BOUNDARIES = [Compaction.Status.COMMITTED, Compaction.Status.UNDONE]
+UNSTARTED = (Message.Status.QUEUED, Message.Status.CANCELLED)
 
 
 @dataclass
@@ -18,6 +19,7 @@ class Item:
     compaction: Compaction | None = None
     pinned: bool = False
     outside_window: bool = False
+    queued: bool = False  # a user message waiting for the reply in progress (cancellable)
 
 
 @dataclass
@@ -62,16 +64,22 @@ def page(conversation: Conversation, *, before: int | None, limit: int) -> Page:
     ).order_by("id"):
         boundaries.setdefault(row.first_kept_seq, []).append(row)
     kept_from = first_kept_seq(conversation)
+    # A reply that has not started (queued) or never will (cancelled) has nothing to show; the
+    # message it answers says "queued" instead.
+    waiting = {m.seq - 1 for m in messages if m.status == Message.Status.QUEUED}
     items: list[Item] = []
     for message in messages:
         for row in boundaries.get(message.seq, []):
             items.append(Item(kind="divider", compaction=row))
+        if message.role == Message.Role.ASSISTANT and message.status in UNSTARTED:
+            continue
         items.append(
             Item(
                 kind="message",
                 message=message,
                 pinned=message.pk in pinned,
                 outside_window=message.seq < kept_from,
+                queued=message.seq in waiting,
             )
         )
     return Page(items=items, oldest_seq=low if has_older else None, first_kept_seq=kept_from)

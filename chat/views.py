@@ -12,12 +12,11 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from compaction import service as compaction
+import providers
+from compaction.loading import load_panel, load_window
 from compaction.models import Compaction
 
-from . import actions, transcript
-from . import render as fragments
-from .llm import provider_name
+from . import actions, fragments, transcript
 from .models import Conversation, Pin
 
 
@@ -54,10 +53,11 @@ def conversation_create(request: HttpRequest) -> HttpResponse:
 
 
 def _sidebar(request: HttpRequest, current: Conversation | None = None) -> dict:
+    model = current.model if current else providers.default_model()
     return {
         "conversations": Conversation.objects.owned_by(request.user).only("id", "title")[:200],
         "current": current,
-        "demo": provider_name() == "demo",
+        "demo": providers.capabilities(model).offline,
     }
 
 
@@ -67,7 +67,7 @@ def conversation_detail(request: HttpRequest, conversation_id: int) -> HttpRespo
     conversation = _owned(request, conversation_id)
     context = _sidebar(request, conversation) | {
         "page": transcript.page(conversation, before=None, limit=settings.PAGE_MESSAGES),
-        "ctx": fragments.context_data(conversation),
+        "ctx": load_panel(conversation, load_window(conversation)),
         "conversation": conversation,
     }
     if request.htmx and request.GET.get("part") == "transcript":
@@ -94,7 +94,10 @@ def conversation_older(request: HttpRequest, conversation_id: int) -> HttpRespon
 @require_GET
 def conversation_context(request: HttpRequest, conversation_id: int) -> HttpResponse:
     conversation = _owned(request, conversation_id)
-    context = {"ctx": fragments.context_data(conversation), "conversation": conversation}
+    context = {
+        "ctx": load_panel(conversation, load_window(conversation)),
+        "conversation": conversation,
+    }
     return render(request, "chat/conversation.html#context", context)
 
 
@@ -103,12 +106,12 @@ def conversation_context(request: HttpRequest, conversation_id: int) -> HttpResp
 def conversation_window(request: HttpRequest, conversation_id: int) -> HttpResponse:
     """'What the model sees': exactly the window that export.json reports."""
     conversation = _owned(request, conversation_id)
-    state = compaction.load_window(conversation)
+    state = load_window(conversation)
     return render(
         request,
         "chat/conversation.html#model-view",
         {
-            "window": state.window,
+            "window": state.window(),
             "tokens": state.tokens,
             "has_summary": state.boundary is not None,
             "conversation": conversation,
@@ -170,7 +173,7 @@ def message_pin(request: HttpRequest, message_id: int) -> HttpResponse:
 @require_GET
 def conversation_export(request: HttpRequest, conversation_id: int) -> JsonResponse:
     conversation = _owned(request, conversation_id)
-    state = compaction.load_window(conversation)
+    state = load_window(conversation)
     data = {
         "id": conversation.pk,
         "title": conversation.title,
@@ -202,7 +205,7 @@ def conversation_export(request: HttpRequest, conversation_id: int) -> JsonRespo
             }
             for c in Compaction.objects.filter(conversation=conversation).order_by("id")
         ],
-        "window": {**state.window.as_request(), "tokens": state.tokens},
+        "window": {**state.window().as_request(), "tokens": state.tokens},
     }
     response = JsonResponse(data, json_dumps_params={"ensure_ascii": False})
     response["Content-Disposition"] = f'inline; filename="conversation-{conversation.pk}.json"'

@@ -43,6 +43,8 @@ class Compaction(models.Model):
     usage = models.JSONField(null=True, blank=True)
     # The user changed the model's summary before approving it (review mode).
     edited = models.BooleanField(default=False)
+    # Liveness of a running compaction (see Message.heartbeat_at).
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -2,8 +2,8 @@
 
 Three pieces, all over plain values: the prompt (`build_summary_request`), the cleaning of what
 the model wrote (`clean_summary`), and a deterministic fallback (`rule_based_summary`) so a
-failed, empty or malformed model summary is never what gets committed. `summarise` ties them
-together around one model call.
+failed, empty or malformed model summary is never what gets committed. `from_output` and
+`by_rules` turn either into a `SummaryResult`; the model call itself is in `compaction.run`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from compaction.entries import Entry
 from compaction.tokens import block_text
@@ -380,39 +379,44 @@ class SummaryResult:
     error: str = ""
 
 
-async def summarise(
-    client: Any,
+def from_output(
+    raw: str,
+    stop_reason: str | None,
+    usage: dict,
     entries: Sequence[Entry],
     previous_summary: str | None,
     instructions: str = "",
     *,
-    max_tokens: int = 4096,
     max_chars: int = 6000,
 ) -> SummaryResult:
-    """One model call for the summary, falling back to rules on any fault. Never empty.
-
-    `max_chars` bounds the rule-based fallback, which must stay smaller than what it replaces.
-    """
-
-    def fallback(error: str, raw: str = "", usage: dict | None = None) -> SummaryResult:
-        summary = rule_based_summary(entries, previous_summary, instructions, max_chars=max_chars)
-        return SummaryResult(summary, raw, "rules", dict(usage or {}), error)
-
-    if getattr(client, "provider", "") == "demo":
-        # The offline demo model cannot summarise; rules are the honest answer, not a failure.
-        return fallback("")
-    system, messages = build_summary_request(entries, previous_summary, instructions)
-    try:
-        reply = await client.reply(system=system, messages=messages, max_tokens=max_tokens)
-    except Exception as exc:  # provider faults of any kind must fall back, never lose the turn
-        reason = getattr(exc, "reason", None) or str(exc) or type(exc).__name__
-        return fallback(f"model summary call failed: {reason}")
-    raw = "".join(b.get("text", "") for b in (reply.content or []) if b.get("type") == "text")
-    usage = dict(getattr(reply, "usage", None) or {})
+    """What the model wrote, kept if it holds a usable <summary>, else the rule-based brief."""
     cleaned = clean_summary(raw)
     if cleaned is not None:
-        return SummaryResult(cleaned, raw, "model", usage, "")
-    return fallback(_rejection(raw, getattr(reply, "stop_reason", None)), raw, usage)
+        return SummaryResult(cleaned, raw, "model", dict(usage), "")
+    return by_rules(
+        entries,
+        previous_summary,
+        instructions,
+        max_chars=max_chars,
+        error=_rejection(raw, stop_reason),
+        raw=raw,
+        usage=usage,
+    )
+
+
+def by_rules(
+    entries: Sequence[Entry],
+    previous_summary: str | None,
+    instructions: str = "",
+    *,
+    max_chars: int = 6000,
+    error: str = "",
+    raw: str = "",
+    usage: dict | None = None,
+) -> SummaryResult:
+    """The rule-based brief as a result, saying why the model's was not used (if it was tried)."""
+    summary = rule_based_summary(entries, previous_summary, instructions, max_chars=max_chars)
+    return SummaryResult(summary, raw, "rules", dict(usage or {}), error)
 
 
 def _rejection(raw: str, stop_reason: str | None) -> str:

@@ -17,6 +17,7 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 from django.urls import path  # noqa: E402
 
 from chat.consumers import ConversationConsumer  # noqa: E402
+from chat.engine import lifespan  # noqa: E402
 
 websocket_urlpatterns = [
     path("ws/conversations/<int:conversation_id>/", ConversationConsumer.as_asgi()),
@@ -28,5 +29,8 @@ application = ProtocolTypeRouter(
         "websocket": AllowedHostsOriginValidator(
             AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
         ),
+        # Servers that speak it (uvicorn): start-up recovery, and a clean shutdown that closes
+        # this process's replies at once.
+        "lifespan": lifespan,
     }
 )

@@ -119,9 +119,14 @@ TEMPLATES = [
     },
 ]
 
+# Async code runs its database work on this many threads per process (chat/db.py), each with
+# its own connection kept for CONN_MAX_AGE seconds: the process holds up to DB_THREADS + 1.
+DB_THREADS = env_int("DB_THREADS", 8)
 DATABASES = {
     "default": dj_database_url.parse(
-        env_str("DATABASE_URL", f"sqlite:///{BASE_DIR / 'db.sqlite3'}"), conn_max_age=0
+        env_str("DATABASE_URL", f"sqlite:///{BASE_DIR / 'db.sqlite3'}"),
+        conn_max_age=env_int("CONN_MAX_AGE", 60, minimum=0),
+        conn_health_checks=True,
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
@@ -139,7 +144,21 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL]},
+            "CONFIG": {
+                "hosts": [
+                    {
+                        "address": REDIS_URL,
+                        # channels-redis waits for messages with 5 s blocking reads; redis-py's
+                        # own default read timeout is also 5 s, so an idle socket's read timed
+                        # out and the websocket died. Give the blocking read room; keepalive and
+                        # health checks still find a dead Redis connection.
+                        "socket_timeout": 30,
+                        "socket_connect_timeout": 5,
+                        "socket_keepalive": True,
+                        "health_check_interval": 30,
+                    }
+                ]
+            },
         }
     }
 else:
@@ -200,6 +219,20 @@ CHAT_MODEL = env_str("CHAT_MODEL", "claude-sonnet-5")
 CHAT_MAX_TOKENS = env_int("CHAT_MAX_TOKENS", 4096)
 LLM_TIMEOUT_SECONDS = env_int("LLM_TIMEOUT_SECONDS", 120)
 LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 2, minimum=0)
+# A streaming reply's text goes out to the browsers at most this often (deltas are coalesced),
+# so the cost of fanning it out does not grow with the number of tokens.
+DELTA_INTERVAL_MS = env_int("DELTA_INTERVAL_MS", 40, minimum=0)
+# Liveness: a process touches the heartbeat of every reply and compaction it runs this often;
+# one whose heartbeat is older than TURN_STALE_SECONDS was cut off by a dying process and any
+# process closes it (reply interrupted with its text, compaction failed).
+TURN_HEARTBEAT_SECONDS = env_int("TURN_HEARTBEAT_SECONDS", 5)
+TURN_STALE_SECONDS = env_int("TURN_STALE_SECONDS", 20)
+if TURN_STALE_SECONDS < 3 * TURN_HEARTBEAT_SECONDS:
+    raise ImproperlyConfigured(
+        f"TURN_STALE_SECONDS ({TURN_STALE_SECONDS}) must be at least three heartbeats "
+        f"(3 x TURN_HEARTBEAT_SECONDS = {3 * TURN_HEARTBEAT_SECONDS}), or live replies would be "
+        "closed as stale"
+    )
 # Pause between the demo model's words, so streaming (and Stop) can be seen.
 DEMO_WORD_DELAY_MS = env_int("DEMO_WORD_DELAY_MS", 30, minimum=0)
 DEFAULT_SYSTEM_PROMPT = env_str("DEFAULT_SYSTEM_PROMPT", "You are a helpful assistant.")

@@ -1,10 +1,22 @@
 """Settings for the test suite: the real settings, with a throwaway key and fast hashing."""
 
 import os
+import tempfile
+from pathlib import Path
 
 os.environ.setdefault("DJANGO_SECRET_KEY", "test-only-secret-key-not-for-production")
 
 from .settings import *  # noqa: E402,F403
+from .settings import DATABASES  # noqa: E402
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 DEMO_WORD_DELAY_MS = 0
+# The database threads (chat/db.py) close their connections after each call, so none outlives a
+# test (PostgreSQL cannot drop a test database that still has connections).
+DATABASES["default"]["CONN_MAX_AGE"] = 0
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # A file, not Django's shared-cache in-memory database: the turn engine works from several
+    # threads, and shared-cache SQLite refuses concurrent writers instead of waiting for them.
+    DATABASES["default"]["TEST"] = {
+        "NAME": str(Path(tempfile.gettempdir()) / f"chat-test-{os.getpid()}.sqlite3")
+    }

@@ -29,21 +29,25 @@ def conversation(alice):
 
 @pytest.fixture
 def fake_llm(monkeypatch):
-    """Every turn and compaction talks to this in-process fake model."""
+    """Every turn and compaction, whatever the conversation's model, talks to this fake."""
     client = FakeClient()
-    monkeypatch.setattr("chat.turns.get_client", lambda: client)
+    monkeypatch.setattr("providers.client_for", lambda model: client)
     return client
 
 
 @pytest.fixture
-def channel_layer(settings):
-    """The configured layer (Redis when REDIS_URL is set), emptied between tests."""
+async def channel_layer(settings):
+    """The configured layer (Redis when REDIS_URL is set), emptied between tests; the engine's
+    work in this test's event loop is shut down after it."""
     from channels.layers import channel_layers
+
+    from chat import engine
 
     if not settings.REDIS_URL:
         settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
     channel_layers.backends.clear()
     yield
+    await engine.shutdown()
     channel_layers.backends.clear()
 
 

@@ -31,7 +31,7 @@ DEFAULT_CHUNKS = ["Hello", " from", " the", " fake", " server."]
 class _Script:
     """One scripted answer to one request."""
 
-    kind: str  # "reply" | "status" | "stream_error" | "drop"
+    kind: str  # "reply" | "json" | "status" | "stream_error" | "drop"
     chunks: list[str] = field(default_factory=list)
     usage: dict[str, int] = field(default_factory=dict)
     stop_reason: str = "end_turn"
@@ -39,6 +39,8 @@ class _Script:
     status: int = 200
     error_type: str = ""
     message: str = ""
+    report_usage: bool = True  # False: like servers that send no usage at all
+    tool: dict | None = None  # {"id", "name", "input_parts"}: a tool_use block after the text
 
 
 def _usage(usage: dict[str, int] | None, chunks: list[str]) -> dict[str, int]:
@@ -85,6 +87,10 @@ class _Handler(BaseHTTPRequestHandler):
         if script.kind == "status":
             self._send_json(script.status, _error_body(script.error_type, script.message))
             return
+        if script.kind == "json":
+            # A gateway that answers a streaming request with one whole message (LiteLLM does).
+            self._send_json(200, _message_json(script, model))
+            return
         if not body.get("stream"):
             if script.kind != "reply":
                 self._send_json(500, _error_body("api_error", "scripted stream failure"))
@@ -99,28 +105,27 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("request-id", "req_fake")
         self.end_headers()
         self.close_connection = True
+        # With no delay there is nothing to wait for between events: the whole stream goes out in
+        # one write (the same bytes, far fewer system calls: a load benchmark's provider is cheap).
+        self._batch = [] if script.kind == "reply" and not script.delay else None
         usage = _usage(script.usage, script.chunks)
-        self._event(
-            "message_start",
-            {
-                "type": "message_start",
-                "message": {
-                    "id": "msg_fake",
-                    "type": "message",
-                    "role": "assistant",
-                    "model": model,
-                    "content": [],
-                    "stop_reason": None,
-                    "stop_sequence": None,
-                    "usage": {
-                        "input_tokens": usage["input_tokens"],
-                        "output_tokens": 1,
-                        "cache_read_input_tokens": usage.get("cache_read_input_tokens", 0),
-                        "cache_creation_input_tokens": usage.get("cache_creation_input_tokens", 0),
-                    },
-                },
-            },
-        )
+        message = {
+            "id": "msg_fake",
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+        }
+        if script.report_usage:
+            message["usage"] = {
+                "input_tokens": usage["input_tokens"],
+                "output_tokens": 1,
+                "cache_read_input_tokens": usage.get("cache_read_input_tokens", 0),
+                "cache_creation_input_tokens": usage.get("cache_creation_input_tokens", 0),
+            }
+        self._event("message_start", {"type": "message_start", "message": message})
         self._event(
             "content_block_start",
             {
@@ -152,25 +157,54 @@ class _Handler(BaseHTTPRequestHandler):
             self._end_chunks()
             return
         self._event("content_block_stop", {"type": "content_block_stop", "index": 0})
-        self._event(
-            "message_delta",
-            {
-                "type": "message_delta",
-                "delta": {"stop_reason": script.stop_reason, "stop_sequence": None},
-                "usage": {"output_tokens": usage["output_tokens"]},
-            },
-        )
+        if script.tool:
+            self._tool_block(script.tool)
+        delta = {
+            "type": "message_delta",
+            "delta": {"stop_reason": script.stop_reason, "stop_sequence": None},
+        }
+        if script.report_usage:
+            delta["usage"] = {"output_tokens": usage["output_tokens"]}
+        self._event("message_delta", delta)
         self._event("message_stop", {"type": "message_stop"})
         self._end_chunks()
 
-    def _event(self, name: str, data: dict) -> None:
-        payload = f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
-        self.wfile.write(b"%x\r\n%s\r\n" % (len(payload), payload))
+    def _tool_block(self, tool: dict) -> None:
+        start = {"type": "tool_use", "id": tool["id"], "name": tool["name"], "input": {}}
+        self._event(
+            "content_block_start",
+            {"type": "content_block_start", "index": 1, "content_block": start},
+        )
+        for part in tool["input_parts"]:
+            self._event(
+                "content_block_delta",
+                {
+                    "type": "content_block_delta",
+                    "index": 1,
+                    "delta": {"type": "input_json_delta", "partial_json": part},
+                },
+            )
+        self._event("content_block_stop", {"type": "content_block_stop", "index": 1})
+
+    _batch: list[bytes] | None = None
+
+    def _write(self, data: bytes) -> None:
+        if self._batch is not None:
+            self._batch.append(data)
+            return
+        self.wfile.write(data)
         self.wfile.flush()
 
+    def _event(self, name: str, data: dict) -> None:
+        payload = f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
+        self._write(b"%x\r\n%s\r\n" % (len(payload), payload))
+
     def _end_chunks(self) -> None:
-        self.wfile.write(b"0\r\n\r\n")
-        self.wfile.flush()
+        self._write(b"0\r\n\r\n")
+        if self._batch is not None:
+            batch, self._batch = self._batch, None
+            self.wfile.write(b"".join(batch))
+            self.wfile.flush()
 
     def _send_json(self, status: int, payload: dict) -> None:
         data = json.dumps(payload).encode()
@@ -258,6 +292,21 @@ class FakeAnthropic:
         """A complete streamed reply: one text_delta per chunk, `delay` seconds between them."""
         self._push(_Script("reply", list(chunks), _usage(usage, chunks), stop_reason, delay=delay))
 
+    def enqueue_without_usage(self, chunks: list[str]) -> None:
+        """A streamed reply whose events carry no usage at all (some compatible servers)."""
+        self._push(_Script("reply", list(chunks), report_usage=False))
+
+    def enqueue_json(self, chunks: list[str], *, usage: dict[str, int] | None = None) -> None:
+        """Answer the streaming request with one whole JSON message instead of events."""
+        self._push(_Script("json", list(chunks), _usage(usage, chunks)))
+
+    def enqueue_tool_use(
+        self, chunks: list[str], *, tool_id: str, name: str, input_parts: list[str]
+    ) -> None:
+        """Text, then a tool_use block whose input streams as `input_json_delta` parts."""
+        tool = {"id": tool_id, "name": name, "input_parts": list(input_parts)}
+        self._push(_Script("reply", list(chunks), _usage(None, chunks), "tool_use", tool=tool))
+
     def enqueue_status(self, status: int, error_type: str, message: str) -> None:
         """An HTTP error with the API's JSON error body, e.g. 529 overloaded_error."""
         self._push(_Script("status", status=status, error_type=error_type, message=message))
@@ -296,17 +345,68 @@ class FakeAnthropic:
 @pytest.fixture
 def fake_anthropic(settings) -> Iterator[FakeAnthropic]:
     """A running fake server, with settings pointing the app's Anthropic client at it."""
-    from chat import llm
-
     server = FakeAnthropic().start()
     settings.LLM_PROVIDER = "anthropic"
     settings.ANTHROPIC_BASE_URL = server.url
     settings.ANTHROPIC_API_KEY = "test-key"
     settings.LLM_MAX_RETRIES = 0
     settings.LLM_TIMEOUT_SECONDS = 5
-    llm.clear_client_cache()
     try:
         yield server
     finally:
-        llm.clear_client_cache()
         server.stop()
+
+
+# --- standalone (bench/load.py runs it in its own process) -------------------------------------
+
+BENCH_WORDS = (
+    "Sure, here is a short answer: the reply streams word by word, each delta is relayed to the "
+    "browser as it arrives, and the saved message matches what was shown. That's all & done."
+).split()
+
+
+def standalone_chunks(words: int) -> list[str]:
+    """The reply the standalone server sends: `words` words, one text delta each."""
+    return [("" if i == 0 else " ") + BENCH_WORDS[i % len(BENCH_WORDS)] for i in range(words)]
+
+
+class _StandaloneServer(_Server):
+    request_queue_size = 1024  # many concurrent clients: the default backlog of 5 drops SYNs
+
+
+class _Standalone(FakeAnthropic):
+    """Answers every request with the same reply at once; keeps no record of requests."""
+
+    def __init__(self, chunks: list[str]) -> None:
+        super().__init__()
+        self._chunks = chunks
+
+    def _take(self, body: dict, headers: dict[str, str]) -> _Script:
+        return _Script("reply", list(self._chunks), _usage(None, self._chunks))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """`python -m tests.fake_anthropic --port 0 --words 30`: serve until interrupted; the first
+    line printed is the base URL."""
+    import argparse
+
+    p = argparse.ArgumentParser(description="Run the fake Anthropic Messages server standalone.")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=0, help="0 picks a free port (default)")
+    p.add_argument("--words", type=int, default=30, help="words in every reply (default 30)")
+    args = p.parse_args(argv)
+    fake = _Standalone(standalone_chunks(max(1, args.words)))
+    server = _StandaloneServer((args.host, args.port), _Handler)
+    server.fake = fake
+    host, port = server.server_address[:2]
+    print(f"http://{host}:{port}", flush=True)
+    try:
+        server.serve_forever(poll_interval=0.5)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,59 +1,78 @@
-"""In-process test doubles for fast tests (no HTTP, no SDK).
+"""The one in-process fake model for fast tests (no HTTP, no SDK).
 
 client = FakeClient()
 client.enqueue(["Hel", "lo"])
 client.enqueue_error("The model API is overloaded right now.", after_chunks=["Par", "tial"])
-... code under test calls client.reply(...) ...
-assert client.calls[0].messages[-1]["content"] == "hi"
+client.enqueue_text("<summary>…</summary>")           # one chunk, e.g. a summary
+... code under test streams client.stream(request) ...
+assert client.calls[0].messages[-1]["content"][-1]["text"] == "hi"
 """
 
 from __future__ import annotations
 
 import asyncio
+import copy
 from dataclasses import dataclass, field
 
-from chat.llm import USAGE_KEYS, LLMError, Reply, TextCallback
 from compaction.tokens import estimate_request, estimate_text
+from providers.values import Capabilities, Final, LLMError, Request, TextDelta, Usage
 
 DEFAULT_REPLY = ["This ", "is ", "the ", "fake ", "model."]
-
-
-@dataclass(frozen=True)
-class Call:
-    system: str
-    messages: list[dict]
-    max_tokens: int
+OMIT = object()  # as `usage`: the server reports no usage at all
 
 
 @dataclass
 class _Scripted:
     chunks: list[str]
-    usage: dict | None = None
+    usage: dict | None | object = None
     error: str | None = None
     status: int | None = None
     stop_reason: str = "end_turn"
     delay: float | None = None
+    gate: asyncio.Event | None = None
+    gate_at: int = 1
 
 
 @dataclass
 class FakeClient:
-    """An LLMClient that answers from a queue; records every call in `.calls`."""
+    """A provider client that answers from a queue; records every request in `.calls`."""
 
-    provider: str = "fake"
-    model: str = "fake-model"
+    name: str = "fake"
+    context_window: int = 200_000
+    can_summarise: bool = True
     delay: float = 0.0  # seconds between chunks, unless an enqueued reply sets its own
-    calls: list[Call] = field(default_factory=list)
+    calls: list[Request] = field(default_factory=list)
     _queue: list[_Scripted] = field(default_factory=list)
+
+    def capabilities(self, model: str) -> Capabilities:
+        return Capabilities(context_window=self.context_window, can_summarise=self.can_summarise)
 
     def enqueue(
         self,
         chunks: list[str],
-        usage: dict | None = None,
+        usage: dict | None | object = None,
         *,
         stop_reason: str = "end_turn",
         delay: float | None = None,
+        gate: asyncio.Event | None = None,
+        gate_at: int = 1,
     ) -> None:
-        self._queue.append(_Scripted(list(chunks), usage, stop_reason=stop_reason, delay=delay))
+        """A reply of these chunks. `usage` overrides the estimate (zeros, or OMIT for none);
+        with `gate`, the reply waits for it before chunk number `gate_at` (0: before any text),
+        so a test holds a reply "still streaming" for as long as it needs, without timers."""
+        self._queue.append(
+            _Scripted(
+                list(chunks),
+                usage,
+                stop_reason=stop_reason,
+                delay=delay,
+                gate=gate,
+                gate_at=gate_at,
+            )
+        )
+
+    def enqueue_text(self, text: str, **kwargs) -> None:
+        self.enqueue([text], **kwargs)
 
     def enqueue_error(
         self,
@@ -68,33 +87,40 @@ class FakeClient:
             _Scripted(list(after_chunks or []), error=reason, status=status, delay=delay)
         )
 
-    async def reply(
-        self,
-        *,
-        system: str,
-        messages: list[dict],
-        max_tokens: int,
-        on_text: TextCallback | None = None,
-    ) -> Reply:
+    async def stream(self, request: Request):
         # Copy what was sent: callers may mutate their lists after the call.
-        self.calls.append(Call(system, [dict(m) for m in messages], max_tokens))
+        self.calls.append(
+            Request(
+                request.model,
+                request.system,
+                copy.deepcopy(request.messages),
+                request.max_tokens,
+                request.tools,
+            )
+        )
         script = self._queue.pop(0) if self._queue else _Scripted(list(DEFAULT_REPLY))
         delay = self.delay if script.delay is None else script.delay
         for i, chunk in enumerate(script.chunks):
+            if i == script.gate_at and script.gate is not None:
+                await script.gate.wait()
             if i:
                 await asyncio.sleep(delay)
-            if on_text is not None:
-                await on_text(chunk)
+            yield TextDelta(chunk)
         if script.error is not None:
             raise LLMError(script.error, status=script.status)
         text = "".join(script.chunks)
-        usage = dict.fromkeys(USAGE_KEYS, 0)
-        usage["input_tokens"] = estimate_request(system, messages)
-        usage["output_tokens"] = estimate_text(text)
-        usage.update(script.usage or {})
-        return Reply(
-            content=[{"type": "text", "text": text}],
-            usage=usage,
+        if script.usage is OMIT:
+            usage = Usage()
+        else:
+            usage = {
+                "input_tokens": estimate_request(request.system, request.messages),
+                "output_tokens": estimate_text(text),
+            }
+            usage.update(script.usage or {})
+            usage = Usage.from_mapping(usage)
+        yield Final(
+            content=[{"type": "text", "text": text}] if text else [],
             stop_reason=script.stop_reason,
-            model=self.model,
+            usage=usage,
+            model=request.model,
         )

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from chat import turns
 from chat.models import Message
 from compaction.models import Compaction
 from tests.conftest import receive_until, socket_for
+from tests.waiting import settle
 
 REPLY_DONE = lambda f: 'hx-swap-oob="outerHTML"' in f and "message assistant" in f  # noqa: E731
 
@@ -29,7 +29,7 @@ async def test_it_fires_after_the_reply_when_crossed_and_not_again_next_turn(
             text_data=json.dumps({"action": "send", "message": f"Turn {turn} " + "word " * 40})
         )
         await receive_until(ws, REPLY_DONE)
-        await turns.wait(conversation.pk)
+        await settle(conversation.pk)
         history.append((turn, await Compaction.objects.filter(conversation=conversation).acount()))
     await ws.disconnect()
     rows = [r async for r in Compaction.objects.filter(conversation=conversation).order_by("id")]
@@ -63,7 +63,7 @@ async def test_the_divider_and_meter_reach_the_browser_without_a_reload(
             text_data=json.dumps({"action": "send", "message": f"Turn {turn} " + "word " * 40})
         )
         frames += await receive_until(ws, REPLY_DONE)
-        await turns.wait(conversation.pk)
+        await settle(conversation.pk)
         while not await ws.receive_nothing(timeout=0.05):
             frames.append(await ws.receive_from())
     await ws.disconnect()

@@ -7,10 +7,10 @@ import json
 import pytest
 from asgiref.sync import sync_to_async
 
-from chat import turns
 from compaction.models import Compaction
 from tests.conftest import receive_until, socket_for
 from tests.transcripts import add_turns
+from tests.waiting import settle
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("channel_layer")]
 
@@ -35,7 +35,7 @@ async def test_compact_now_with_instructions_adds_a_manual_divider(
     await ws.send_to(text_data=frame(action="compact", instructions="focus on the deadline"))
     frames = await receive_until(ws, lambda f: "Compacted (manual)" in f)
     assert any("Compacting (manual)" in f for f in frames)  # progress shows while it runs
-    await turns.wait(long_conversation.pk)
+    await settle(long_conversation.pk)
     row = await Compaction.objects.aget(conversation=long_conversation)
     assert (row.trigger, row.status, row.instructions) == (
         "manual",
@@ -57,7 +57,7 @@ async def test_two_compact_now_at_once_make_one_boundary_and_say_so(
     await ws.send_to(text_data=frame(action="compact"))
     await ws.send_to(text_data=frame(action="compact"))
     frames = await receive_until(ws, lambda f: "already running" in f)
-    await turns.wait(long_conversation.pk)
+    await settle(long_conversation.pk)
     assert await Compaction.objects.filter(conversation=long_conversation).acount() == 1
     assert frames
     await ws.disconnect()
@@ -69,7 +69,7 @@ async def test_compacting_a_short_conversation_explains_why_not(alice, conversat
     await ws.connect()
     await ws.send_to(text_data=frame(action="compact"))
     await receive_until(ws, lambda f: "Nothing to compact yet" in f)
-    await turns.wait(conversation.pk)
+    await settle(conversation.pk)
     await ws.disconnect()
 
 
@@ -106,13 +106,13 @@ async def test_a_draft_can_be_regenerated_with_new_instructions(alice, long_conv
     await ws.connect()
     await ws.send_to(text_data=frame(action="compact"))
     await receive_until(ws, lambda f: "First draft." in f)
-    await turns.wait(long_conversation.pk)
+    await settle(long_conversation.pk)
     first = await Compaction.objects.aget(conversation=long_conversation)
     await ws.send_to(
         text_data=frame(action="regenerate", compaction=str(first.pk), instructions="the API")
     )
     await receive_until(ws, lambda f: "Second draft about the API." in f)
-    await turns.wait(long_conversation.pk)
+    await settle(long_conversation.pk)
     statuses = [c.status async for c in Compaction.objects.order_by("id")]
     assert statuses == ["discarded", "draft"]
     assert "the API" in str(fake_llm.calls[-1].messages)

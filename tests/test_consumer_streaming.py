@@ -6,11 +6,12 @@ import asyncio
 import json
 
 import pytest
-from asgiref.sync import sync_to_async
 
-from chat import turns
+from chat import engine
+from chat.liveness import local
 from chat.models import Message
 from tests.conftest import receive_until, socket_for
+from tests.waiting import settle
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("channel_layer")]
 
@@ -33,8 +34,11 @@ async def test_it_streams_a_reply_in_fragments_and_saves_it_with_usage(
     await ws.send_to(text_data=send("hi"))
     frames = await receive_until(ws, lambda f: 'id="msg-2"' in f and 'hx-swap-oob="outerHTML"' in f)
     deltas = [f for f in frames if "beforeend:#msg-2-text" in f]
-    assert [d.split(">", 1)[1].split("<", 1)[0] for d in deltas] == ["Hel", "lo ", "there"]
-    await turns.wait(conversation.pk)
+    # The first delta goes out at once; the rest are coalesced, and the final frame carries
+    # the whole text.
+    assert deltas[0].split(">", 1)[1].split("<", 1)[0] == "Hel"
+    assert "Hello there" in frames[-1]
+    await settle(conversation.pk)
     user, reply = await messages_of(conversation)
     assert (user.role, user.content) == ("user", [{"type": "text", "text": "hi"}])
     assert reply.status == "complete"
@@ -57,7 +61,7 @@ async def test_it_finishes_and_saves_the_reply_after_the_browser_disconnects(
     await ws.send_to(text_data=send("count"))
     await receive_until(ws, lambda f: "beforeend:#msg-2-text" in f)
     await ws.disconnect()
-    await turns.wait(conversation.pk)
+    await settle(conversation.pk)
     reply = (await messages_of(conversation))[-1]
     assert reply.status == "complete"
     assert reply.text == "one two three four"
@@ -71,7 +75,7 @@ async def test_stop_keeps_the_partial_reply_marked_interrupted(alice, conversati
     await receive_until(ws, lambda f: "beforeend:#msg-2-text" in f)
     await ws.send_to(text_data=json.dumps({"action": "stop"}))
     await receive_until(ws, lambda f: 'data-status="interrupted"' in f)
-    await turns.wait(conversation.pk)
+    await settle(conversation.pk)
     reply = (await messages_of(conversation))[-1]
     assert reply.status == "interrupted"
     assert 0 < len(reply.text) < 200
@@ -90,8 +94,9 @@ async def test_a_second_tab_sees_the_same_stream(alice, conversation, fake_llm):
     seen_second = await receive_until(second, done)
     for frames in (seen_first, seen_second):
         assert any("hello both" in f for f in frames)
-        assert sum("beforeend:#msg-2-text" in f for f in frames) == 2
-    await turns.wait(conversation.pk)
+        assert any("beforeend:#msg-2-text" in f for f in frames)
+        assert "shared stream" in frames[-1]
+    await settle(conversation.pk)
     await first.disconnect()
     await second.disconnect()
 
@@ -105,7 +110,7 @@ async def test_a_provider_error_keeps_the_user_message_and_the_partial_text(
     await ws.send_to(text_data=send("please answer"))
     frames = await receive_until(ws, lambda f: 'data-status="error"' in f)
     assert "overloaded (529)" in frames[-1]
-    await turns.wait(conversation.pk)
+    await settle(conversation.pk)
     user, reply = await messages_of(conversation)
     assert user.text == "please answer"
     assert (reply.status, reply.text, reply.error) == (
@@ -117,7 +122,7 @@ async def test_a_provider_error_keeps_the_user_message_and_the_partial_text(
     fake_llm.enqueue(["Fine now."])
     await ws.send_to(text_data=send("please answer"))
     await receive_until(ws, lambda f: 'id="msg-4"' in f and 'data-status="complete"' in f)
-    await turns.wait(conversation.pk)
+    await settle(conversation.pk)
     assert [m.status for m in await messages_of(conversation)] == [
         "complete",
         "error",
@@ -166,39 +171,96 @@ async def test_it_refuses_an_oversized_message_with_the_limit(alice, conversatio
     await ws.disconnect()
 
 
-async def test_it_refuses_a_second_message_while_a_reply_streams(alice, conversation, fake_llm):
-    fake_llm.enqueue(["slow "] * 20, delay=0.02)
+async def test_a_message_sent_while_a_reply_streams_is_queued_then_answered(
+    alice, conversation, fake_llm
+):
+    gate = asyncio.Event()
+    fake_llm.enqueue(["slow ", "first ", "reply"], gate=gate)
+    fake_llm.enqueue(["second ", "reply"])
     ws = socket_for(alice, conversation.pk)
     await ws.connect()
     await ws.send_to(text_data=send("first"))
     await receive_until(ws, lambda f: "beforeend:#msg-2-text" in f)
     await ws.send_to(text_data=send("second"))
-    await receive_until(ws, lambda f: "still streaming" in f)
-    await turns.wait(conversation.pk)
-    assert await Message.objects.filter(conversation=conversation).acount() == 2
+    frames = await receive_until(ws, lambda f: 'id="msg-3"' in f)
+    queued = frames[-1]
+    assert 'class="badge queued"' in queued and 'name="action" value="cancel"' in queued
+    reply = await Message.objects.filter(conversation=conversation, seq=4).afirst()
+    assert reply.status == "queued"
+    gate.set()
+    await receive_until(ws, lambda f: 'id="msg-4"' in f and 'data-status="complete"' in f)
+    await settle(conversation.pk)
+    rows = await messages_of(conversation)
+    assert [(m.seq, m.role, m.status, m.text) for m in rows] == [
+        (1, "user", "complete", "first"),
+        (2, "assistant", "complete", "slow first reply"),
+        (3, "user", "complete", "second"),
+        (4, "assistant", "complete", "second reply"),
+    ]
+    # The queued message was answered with the first exchange in its window.
+    assert [m["role"] for m in fake_llm.calls[1].messages] == ["user", "assistant", "user"]
+    await ws.disconnect()
+
+
+async def test_a_queued_message_can_be_cancelled_and_is_never_sent(alice, conversation, fake_llm):
+    gate = asyncio.Event()
+    fake_llm.enqueue(["slow ", "reply"], gate=gate)
+    fake_llm.enqueue(["after ", "cancel"])
+    ws = socket_for(alice, conversation.pk)
+    await ws.connect()
+    await ws.send_to(text_data=send("first"))
+    await receive_until(ws, lambda f: "beforeend:#msg-2-text" in f)
+    await ws.send_to(text_data=send("never mind this"))
+    await receive_until(ws, lambda f: 'id="send-accepted"' in f)
+    await ws.send_to(text_data=json.dumps({"action": "cancel", "message": 3}))
+    cancelled = await receive_until(ws, lambda f: 'id="msg-3"' in f and "cancelled" in f)
+    assert "cancelled, not sent" in cancelled[-1]
+    await ws.send_to(text_data=send("and this one"))
+    await receive_until(ws, lambda f: 'id="send-accepted"' in f)
+    gate.set()
+    await receive_until(ws, lambda f: 'id="msg-6"' in f and 'data-status="complete"' in f)
+    await settle(conversation.pk)
+    rows = await messages_of(conversation)
+    assert [(m.seq, m.status) for m in rows] == [
+        (1, "complete"),
+        (2, "complete"),
+        (3, "cancelled"),
+        (4, "cancelled"),
+        (5, "complete"),
+        (6, "complete"),
+    ]
+    sent = [m["content"][-1]["text"] for m in fake_llm.calls[1].messages if m["role"] == "user"]
+    assert sent == ["first", "and this one"]
+    # Once a message is on its way it cannot be taken back.
+    await ws.send_to(text_data=json.dumps({"action": "cancel", "message": 5}))
+    assert "already sent" in (await receive_until(ws, lambda f: "already sent" in f))[-1]
     await ws.disconnect()
 
 
 async def test_it_does_not_leave_a_task_behind_after_an_unexpected_crash(
     alice, conversation, fake_llm, monkeypatch
 ):
-    async def explode(**kwargs):
+    async def explode(request):
         raise RuntimeError("boom")
+        yield  # an async generator, as a provider's stream is
 
-    monkeypatch.setattr(fake_llm, "reply", explode)
+    monkeypatch.setattr(fake_llm, "stream", explode)
     ws = socket_for(alice, conversation.pk)
     await ws.connect()
     await ws.send_to(text_data=send("hi"))
     frames = await receive_until(ws, lambda f: 'data-status="error"' in f)
     assert "The server failed while answering" in frames[-1]
-    await turns.wait(conversation.pk)
-    assert not turns.is_running(conversation.pk)
-    await asyncio.sleep(0)
+    await settle(conversation.pk)
+    assert conversation.pk not in local().drivers
+    assert not local().replies
     await ws.disconnect()
 
 
-async def test_two_tabs_sending_at_once_start_one_reply(alice, conversation, fake_llm):
+async def test_two_tabs_sending_at_once_run_one_reply_at_a_time_in_order(
+    alice, conversation, fake_llm
+):
     fake_llm.enqueue(["only ", "one"], delay=0.05)
+    fake_llm.enqueue(["then ", "two"])
     first, second = socket_for(alice, conversation.pk), socket_for(alice, conversation.pk)
     await first.connect()
     await second.connect()
@@ -206,39 +268,43 @@ async def test_two_tabs_sending_at_once_start_one_reply(alice, conversation, fak
         first.send_to(text_data=send("from tab one")),
         second.send_to(text_data=send("from tab two")),
     )
-    await receive_until(first, lambda f: 'data-status="complete"' in f and "message assistant" in f)
-    await turns.wait(conversation.pk)
-    roles = [m.role for m in await messages_of(conversation)]
-    assert roles == ["user", "assistant"]
-    assert len(fake_llm.calls) == 1
+    await receive_until(first, lambda f: 'id="msg-4"' in f and 'data-status="complete"' in f)
+    await settle(conversation.pk)
+    rows = await messages_of(conversation)
+    assert [(m.role, m.status) for m in rows] == [
+        ("user", "complete"),
+        ("assistant", "complete"),
+        ("user", "complete"),
+        ("assistant", "complete"),
+    ]
+    # Each reply saw the messages before it, and only those.
+    assert [len(call.messages) for call in fake_llm.calls] == [1, 3]
     await first.disconnect()
     await second.disconnect()
 
 
 async def test_stop_before_the_model_answers_still_closes_the_reply(alice, conversation, fake_llm):
-    from chat import actions
-
-    message, reply = await sync_to_async(actions.append_user_message)(
-        alice, conversation.pk, "hi", model="fake-model"
-    )
-    task = turns.start(conversation.pk, reply)
-    await asyncio.sleep(0)
-    task.cancel()  # at its first await, before the model was asked anything
-    await asyncio.gather(task, return_exceptions=True)
-    await reply.arefresh_from_db()
-    assert reply.status == "interrupted"
+    gate = asyncio.Event()
+    fake_llm.enqueue(["never ", "sent"], gate=gate, gate_at=0)
     ws = socket_for(alice, conversation.pk)
     await ws.connect()
+    await ws.send_to(text_data=send("hi"))
+    await receive_until(ws, lambda f: 'id="msg-2"' in f and 'data-status="streaming"' in f)
+    await ws.send_to(text_data=json.dumps({"action": "stop"}))
+    await receive_until(ws, lambda f: 'id="msg-2"' in f and 'data-status="interrupted"' in f)
+    await settle(conversation.pk)
+    reply = (await messages_of(conversation))[-1]
+    assert (reply.status, reply.content) == ("interrupted", [])
     await ws.send_to(text_data=send("and again"))  # the conversation is usable at once
-    await receive_until(ws, lambda f: 'data-status="complete"' in f and "message assistant" in f)
-    await turns.wait(conversation.pk)
+    await receive_until(ws, lambda f: 'id="msg-4"' in f and 'data-status="complete"' in f)
+    await settle(conversation.pk)
     await ws.disconnect()
 
 
 async def test_streamed_text_reaches_the_row_before_the_reply_ends(
     alice, conversation, fake_llm, monkeypatch
 ):
-    monkeypatch.setattr(turns, "PARTIAL_SAVE_SECONDS", 0)
+    monkeypatch.setattr(engine, "PARTIAL_SAVE_SECONDS", 0)
     fake_llm.enqueue(["saved ", "as ", "it ", "streams"] + ["."] * 30, delay=0.02)
     ws = socket_for(alice, conversation.pk)
     await ws.connect()
@@ -247,7 +313,7 @@ async def test_streamed_text_reaches_the_row_before_the_reply_ends(
     await asyncio.sleep(0.05)
     reply = await Message.objects.aget(conversation=conversation, seq=2)
     assert reply.status == "streaming" and reply.text.startswith("saved as it streams")
-    await turns.wait(conversation.pk)
+    await settle(conversation.pk)
     await ws.disconnect()
 
 
@@ -263,6 +329,18 @@ async def test_stop_reaches_the_reply_even_with_no_tab_left_in_its_process(
     await receive_until(ws, lambda f: "beforeend:#msg-2-text" in f)
     await ws.disconnect()
     await broadcast.stop(conversation.pk)  # as a tab connected to another process would
-    await turns.wait(conversation.pk)
+    await settle(conversation.pk)
     reply = (await messages_of(conversation))[-1]
     assert reply.status == "interrupted" and 0 < len(reply.text) < 200
+
+
+async def test_the_first_message_names_the_conversation_in_every_tab(alice, conversation, fake_llm):
+    ws = socket_for(alice, conversation.pk)
+    await ws.connect()
+    await ws.send_to(text_data=send("How do I parse TOML arrays of tables in Rust?"))
+    frames = await receive_until(ws, lambda f: 'id="title-input"' in f)
+    assert 'value="How do I parse TOML arrays of tables in Rust?"' in frames[-1]
+    await settle(conversation.pk)
+    await conversation.arefresh_from_db()
+    assert conversation.title == "How do I parse TOML arrays of tables in Rust?"
+    await ws.disconnect()

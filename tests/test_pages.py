@@ -44,16 +44,6 @@ def test_the_page_says_plainly_when_the_demo_model_answers(client, alice, settin
     assert "Demo model answering" in page
 
 
-def test_the_first_message_names_the_conversation(alice, conversation):
-    from chat.actions import append_user_message
-
-    append_user_message(
-        alice, conversation.pk, "How do I parse TOML arrays of tables in Rust?", model="m"
-    )
-    conversation.refresh_from_db()
-    assert conversation.title == "How do I parse TOML arrays of tables in Rust?"
-
-
 def test_export_json_has_the_documented_shape_and_the_exact_window(client, alice, conversation):
     add_turns(conversation, 4)
     Compaction.objects.create(

@@ -2,38 +2,37 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
-from asgiref.sync import async_to_sync
+from asgiref.sync import sync_to_async
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from chat import actions, render, turns
-from compaction import service
+from chat.models import Conversation
+from compaction.loading import load_window
 from compaction.models import Compaction
+from tests.conftest import receive_until, socket_for
+from tests.queries import all_queries
 from tests.transcripts import add_turns
+from tests.waiting import settle
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fake_llm", "channel_layer")]
-
-
-def one_turn_queries(user, conversation) -> int:
-    """The database work of one whole turn: what the consumer's send does, then the real turn.
-
-    `async_to_sync` from this thread runs the turn's database calls back on this thread, so the
-    capture sees every query `chat.turns.run_turn` makes.
-    """
-    with CaptureQueriesContext(connection) as queries:
-        message, reply = actions.append_user_message(
-            user, conversation.pk, "One more question?", model="fake-model"
-        )
-        render.appended_message(message)
-        async_to_sync(turns.run_turn)(conversation.pk, reply)
-    reply.refresh_from_db()
-    assert (reply.seq, reply.status) == (message.seq + 1, "complete")
-    return len(queries)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("channel_layer")]
 
 
-def compacted_conversation(alice, conversation_model, turns: int):
-    conversation = conversation_model.objects.create(owner=alice, model="fake-model")
+@pytest.fixture(autouse=True)
+def no_sweep(monkeypatch):
+    """The periodic heartbeat and sweep are process-wide work, not a turn's: keep them out of
+    the count (they run a fixed few queries every TURN_HEARTBEAT_SECONDS, whatever the load)."""
+
+    async def idle():
+        return None
+
+    monkeypatch.setattr("chat.engine._background", idle)
+
+
+def compacted_conversation(alice, turns: int) -> Conversation:
+    conversation = Conversation.objects.create(owner=alice, model="fake-model")
     add_turns(conversation, turns)
     last_seq = turns * 2
     # A boundary keeps the last few turns, as auto-compaction would have left it.
@@ -49,31 +48,61 @@ def compacted_conversation(alice, conversation_model, turns: int):
     return conversation
 
 
-def test_a_turn_costs_the_same_queries_at_turn_10_and_turn_300(alice, settings):
-    from chat.models import Conversation
+async def one_turn(user, conversation, fake_llm):
+    """Every query of one whole plain turn, from the send frame to the last broadcast, and how
+    many of them ran before the provider was asked."""
+    at_request = []
+    stream = fake_llm.stream
 
+    def counting_stream(request):
+        at_request.append(len(seen))
+        return stream(request)
+
+    ws = socket_for(user, conversation.pk)
+    await ws.connect()
+    fake_llm.stream = counting_stream
+    with all_queries() as seen:
+        await ws.send_to(text_data=json.dumps({"action": "send", "message": "One more?"}))
+        await receive_until(ws, lambda f: 'data-status="complete"' in f and "assistant" in f)
+        await settle(conversation.pk)
+    fake_llm.stream = stream
+    await ws.disconnect()
+    return list(seen), at_request[0]
+
+
+async def test_a_plain_turn_costs_the_same_few_queries_at_turn_10_and_turn_1000(
+    alice, settings, fake_llm
+):
     settings.CONTEXT_BUDGET_TOKENS = 50_000
-    short = compacted_conversation(alice, Conversation, 10)
-    long = compacted_conversation(alice, Conversation, 300)
-    counts = one_turn_queries(alice, short), one_turn_queries(alice, long)
-    assert counts[0] == counts[1]
-    assert counts[0] > 15  # the whole turn was counted, not just the append
+    short = await sync_to_async(compacted_conversation)(alice, 10)
+    long = await sync_to_async(compacted_conversation)(alice, 1000)
+    short_queries, _ = await one_turn(alice, short, fake_llm)
+    long_queries, _ = await one_turn(alice, long, fake_llm)
+    assert len(short_queries) == len(long_queries) <= 12, [q.sql for q in long_queries]
 
 
-def test_the_window_loads_only_messages_after_the_boundary(alice, settings):
-    from chat.models import Conversation
+async def test_the_send_reaches_the_provider_after_three_queries_in_one_transaction(
+    alice, settings, fake_llm
+):
+    settings.CONTEXT_BUDGET_TOKENS = 50_000
+    long = await sync_to_async(compacted_conversation)(alice, 1000)
+    queries, before_request = await one_turn(alice, long, fake_llm)
+    critical = queries[:before_request]
+    assert len(critical) <= 3, [q.sql for q in critical]
+    assert all(q.in_transaction for q in critical)
+    assert len({q.connection for q in critical}) == 1
 
-    long = compacted_conversation(alice, Conversation, 300)
-    state = service.load_window(long)
+
+def test_the_window_loads_only_messages_after_the_boundary(alice):
+    long = compacted_conversation(alice, 300)
+    state = load_window(long)
     assert [e.seq for e in state.entries] == list(range(595, 601))
 
 
 def test_the_chat_page_renders_a_fixed_slice_of_a_long_history(alice, client, settings):
-    from chat.models import Conversation
-
     settings.PAGE_MESSAGES = 20
-    short = compacted_conversation(alice, Conversation, 15)
-    long = compacted_conversation(alice, Conversation, 300)
+    short = compacted_conversation(alice, 15)
+    long = compacted_conversation(alice, 300)
     client.force_login(alice)
     counts = []
     for conversation in (short, long):

@@ -52,7 +52,7 @@ def test_user_text_is_escaped_too(client, alice, conversation):
 
 
 def test_streamed_deltas_are_escaped():
-    from chat.render import delta
+    from chat.fragments import delta
 
     assert "<script>" not in delta(3, "<script>alert(1)</script>")
     assert "&lt;script&gt;" in delta(3, "<script>")

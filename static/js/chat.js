@@ -19,8 +19,35 @@
 
   document.addEventListener("htmx:wsAfterSend", function (e) {
     var form = e.detail.elt && e.detail.elt.closest ? e.detail.elt.closest("form") : null;
-    if (form && form.id === "composer") form.reset();
     if (form && form.id === "compact-form") form.reset();
+  });
+
+  // The composer keeps its text until the server says it has stored the message (it may be
+  // queued behind the reply in progress, never refused for being early); a refused message
+  // stays there to be fixed. One send at a time, so a double Enter does not send it twice.
+  var pendingText = null;
+  function composerDone() {
+    pendingText = null;
+    var form = document.getElementById("composer");
+    if (form) form.classList.remove("sending");
+  }
+  document.addEventListener("htmx:wsConfigSend", function (e) {
+    var form = e.detail.elt && e.detail.elt.closest ? e.detail.elt.closest("form") : null;
+    if (!form || form.id !== "composer") return;
+    if (pendingText !== null) { e.preventDefault(); return; }
+    pendingText = document.getElementById("message-input").value;
+    form.classList.add("sending");
+  });
+  document.addEventListener("htmx:wsAfterMessage", function (e) {
+    if (pendingText === null) return;
+    var text = e.detail && typeof e.detail.message === "string" ? e.detail.message : "";
+    if (text.indexOf('id="send-accepted"') !== -1) {
+      var input = document.getElementById("message-input");
+      if (input && input.value === pendingText) input.value = "";
+      composerDone();
+    } else if (/id="notice" class="notice error"[^>]*>\s*[^<\s]/.test(text)) {
+      composerDone();
+    }
   });
 
   // Keep the view pinned to the bottom while the user is reading the newest message.
@@ -104,6 +131,7 @@
     if (banner) banner.hidden = true;
     if (!dropped) return;
     dropped = false;
+    composerDone(); // whether it arrived shows in the re-fetched transcript; the text stays
     refetch(3);
   });
 

@@ -6,9 +6,10 @@ import asyncio
 
 import pytest
 
-from chat.llm import DemoClient
+import providers
 from compaction.tokens import estimate_request, estimate_text
 from compaction.window import SUMMARY_ACK, SUMMARY_INTRO
+from providers.values import Final, Request, TextDelta
 
 SYSTEM = "You are a helpful assistant."
 
@@ -18,15 +19,17 @@ def no_word_delay(settings):
     settings.DEMO_WORD_DELAY_MS = 0
 
 
-async def ask(messages: list[dict], system: str = SYSTEM) -> tuple[list[str], object]:
-    chunks: list[str] = []
-
-    async def on_text(text: str) -> None:
-        chunks.append(text)
-
-    reply = await DemoClient().reply(
-        system=system, messages=messages, max_tokens=512, on_text=on_text
-    )
+async def ask(
+    messages: list[dict], system: str = SYSTEM, chunks: list[str] | None = None
+) -> tuple[list[str], Final]:
+    chunks = [] if chunks is None else chunks
+    reply = None
+    request = Request(model="demo", system=system, messages=messages, max_tokens=512)
+    async for event in providers.client_for("demo").stream(request):
+        if isinstance(event, TextDelta):
+            chunks.append(event.text)
+        else:
+            reply = event
     return chunks, reply
 
 
@@ -145,13 +148,13 @@ async def test_it_reports_usage():
 
     _, reply = await ask(messages)
 
-    assert reply.usage == {
+    assert reply.usage.as_dict() == {
         "input_tokens": estimate_request(SYSTEM, messages),
         "output_tokens": estimate_text(reply.text),
         "cache_read_input_tokens": 0,
         "cache_creation_input_tokens": 0,
     }
-    assert reply.usage["input_tokens"] > 0
+    assert reply.usage.known
 
 
 async def test_it_waits_between_words(settings):
@@ -167,15 +170,7 @@ async def test_it_waits_between_words(settings):
 async def test_it_can_be_cancelled_between_words(settings):
     settings.DEMO_WORD_DELAY_MS = 50
     chunks: list[str] = []
-
-    async def on_text(text: str) -> None:
-        chunks.append(text)
-
-    task = asyncio.create_task(
-        DemoClient().reply(
-            system=SYSTEM, messages=summarised_window(), max_tokens=10, on_text=on_text
-        )
-    )
+    task = asyncio.create_task(ask(summarised_window(), chunks=chunks))
     await asyncio.sleep(0.12)
     task.cancel()
 

@@ -1,29 +1,66 @@
-"""The Anthropic client, through the real SDK, against a local fake Messages server."""
+"""The Anthropic provider, through the real SDK, against a local fake Messages server."""
 
 from __future__ import annotations
 
 import asyncio
 import socket
 import time
+from contextlib import aclosing
 
 import pytest
 
-from chat import llm
-from chat.llm import AnthropicClient, DemoClient, LLMError, get_client, provider_name
+import providers
+from providers import anthropic as anthropic_provider
+from providers.anthropic import AnthropicClient
+from providers.demo import DemoClient
+from providers.values import (
+    Final,
+    LLMError,
+    Request,
+    TextDelta,
+    ToolInputDelta,
+    ToolUseStart,
+    ToolUseStop,
+)
 
 MESSAGES = [{"role": "user", "content": "Say hello."}]
+MODEL = "claude-test-model"
 
 
 class Collector:
     def __init__(self) -> None:
         self.chunks: list[str] = []
-
-    async def __call__(self, text: str) -> None:
-        self.chunks.append(text)
+        self.events: list = []
 
     @property
     def text(self) -> str:
         return "".join(self.chunks)
+
+
+async def ask(
+    got: Collector | None = None,
+    *,
+    model: str = MODEL,
+    system: str = "s",
+    messages: list[dict] = MESSAGES,
+    max_tokens: int = 10,
+    on_text=None,
+) -> Final:
+    """Stream one request through the provider; deltas land in `got` as they arrive."""
+    got = got if got is not None else Collector()
+    final = None
+    request = Request(model=model, system=system, messages=messages, max_tokens=max_tokens)
+    async with aclosing(providers.client_for(model).stream(request)) as events:
+        async for event in events:
+            got.events.append(event)
+            if isinstance(event, TextDelta):
+                got.chunks.append(event.text)
+                if on_text is not None:
+                    await on_text(event.text)
+            elif isinstance(event, Final):
+                final = event
+    assert final is not None and isinstance(got.events[-1], Final)
+    return final
 
 
 async def test_it_streams_a_reply_in_order_and_returns_content_usage_and_stop_reason(
@@ -35,14 +72,12 @@ async def test_it_streams_a_reply_in_order_and_returns_content_usage_and_stop_re
     )
     got = Collector()
 
-    reply = await get_client().reply(
-        system="Be brief.", messages=MESSAGES, max_tokens=256, on_text=got
-    )
+    reply = await ask(got, system="Be brief.", max_tokens=256)
 
     assert got.chunks == ["Hello", ", ", "Alice", "!"]
     assert reply.content == [{"type": "text", "text": "Hello, Alice!"}]
     assert reply.text == "Hello, Alice!"
-    assert reply.usage == {
+    assert reply.usage.as_dict() == {
         "input_tokens": 42,
         "output_tokens": 7,
         "cache_read_input_tokens": 5,
@@ -58,7 +93,7 @@ async def test_text_reaches_on_text_while_the_reply_is_still_streaming(fake_anth
     async def on_text(text: str) -> None:
         arrivals.append(time.monotonic())
 
-    await get_client().reply(system="s", messages=MESSAGES, max_tokens=10, on_text=on_text)
+    await ask(on_text=on_text)
 
     assert len(arrivals) == 3
     assert arrivals[-1] - arrivals[0] > 0.3  # not buffered until the end
@@ -70,12 +105,9 @@ async def test_cancelling_a_reply_propagates_and_keeps_the_text_so_far(fake_anth
     first = asyncio.Event()
 
     async def on_text(text: str) -> None:
-        await got(text)
         first.set()
 
-    task = asyncio.create_task(
-        get_client().reply(system="s", messages=MESSAGES, max_tokens=10, on_text=on_text)
-    )
+    task = asyncio.create_task(ask(got, on_text=on_text))
     await asyncio.wait_for(first.wait(), 5)
     task.cancel()
 
@@ -87,14 +119,13 @@ async def test_cancelling_a_reply_propagates_and_keeps_the_text_so_far(fake_anth
 async def test_it_sends_system_as_its_own_parameter_with_our_messages_model_and_max_tokens(
     fake_anthropic, settings
 ):
-    settings.CHAT_MODEL = "claude-test-model"
     messages = [
         {"role": "user", "content": "first"},
         {"role": "assistant", "content": [{"type": "text", "text": "ok"}]},
         {"role": "user", "content": "second"},
     ]
 
-    await get_client().reply(system="You are terse.", messages=messages, max_tokens=123)
+    await ask(system="You are terse.", messages=messages, max_tokens=123)
 
     sent = fake_anthropic.requests[-1]
     assert sent["system"] == "You are terse."
@@ -109,16 +140,18 @@ async def test_it_sends_system_as_its_own_parameter_with_our_messages_model_and_
 
 
 async def test_it_leaves_out_an_empty_system_prompt(fake_anthropic):
-    await get_client().reply(system="", messages=MESSAGES, max_tokens=10)
+    await ask(system="")
 
     assert "system" not in fake_anthropic.requests[-1]
+    assert "tools" not in fake_anthropic.requests[-1]
 
 
-async def test_it_returns_the_model_the_server_named(fake_anthropic, settings):
-    settings.CHAT_MODEL = "llama3.2"
+async def test_it_asks_for_the_requested_model_and_returns_the_one_the_server_named(
+    fake_anthropic,
+):
+    reply = await ask(model="llama3.2")
 
-    reply = await get_client().reply(system="s", messages=MESSAGES, max_tokens=10)
-
+    assert fake_anthropic.requests[-1]["model"] == "llama3.2"
     assert reply.model == "llama3.2"
 
 
@@ -126,7 +159,7 @@ async def test_it_explains_an_overloaded_api(fake_anthropic):
     fake_anthropic.enqueue_status(529, "overloaded_error", "Overloaded")
 
     with pytest.raises(LLMError) as err:
-        await get_client().reply(system="s", messages=MESSAGES, max_tokens=10)
+        await ask()
 
     assert err.value.status == 529
     assert "overloaded" in err.value.reason.lower()
@@ -136,7 +169,7 @@ async def test_it_explains_a_rate_limit(fake_anthropic):
     fake_anthropic.enqueue_status(429, "rate_limit_error", "Number of requests exceeded")
 
     with pytest.raises(LLMError) as err:
-        await get_client().reply(system="s", messages=MESSAGES, max_tokens=10)
+        await ask()
 
     assert err.value.status == 429
     assert "rate-limit" in err.value.reason
@@ -154,11 +187,10 @@ async def test_it_explains_a_rate_limit(fake_anthropic):
     ],
 )
 async def test_it_explains_other_api_errors(fake_anthropic, settings, status, error_type, words):
-    settings.CHAT_MODEL = "claude-missing"
     fake_anthropic.enqueue_status(status, error_type, "messages: roles must alternate")
 
     with pytest.raises(LLMError) as err:
-        await get_client().reply(system="s", messages=MESSAGES, max_tokens=10)
+        await ask(model="claude-missing")
 
     assert err.value.status == status
     assert words in err.value.reason
@@ -169,7 +201,7 @@ async def test_it_retries_an_overloaded_api_when_retries_are_allowed(fake_anthro
     fake_anthropic.enqueue_status(529, "overloaded_error", "Overloaded")
     fake_anthropic.enqueue_reply(["Second ", "time."])
 
-    reply = await get_client().reply(system="s", messages=MESSAGES, max_tokens=10)
+    reply = await ask()
 
     assert reply.text == "Second time."
     assert len(fake_anthropic.requests) == 2
@@ -182,7 +214,7 @@ async def test_an_error_event_mid_stream_raises_after_the_partial_text_arrived(f
     got = Collector()
 
     with pytest.raises(LLMError) as err:
-        await get_client().reply(system="s", messages=MESSAGES, max_tokens=10, on_text=got)
+        await ask(got)
 
     assert got.text == "Once upon "
     assert "mid-reply" in err.value.reason
@@ -195,7 +227,7 @@ async def test_a_dropped_connection_raises_after_the_partial_text_arrived(fake_a
     got = Collector()
 
     with pytest.raises(LLMError) as err:
-        await get_client().reply(system="s", messages=MESSAGES, max_tokens=10, on_text=got)
+        await ask(got)
 
     assert got.text == "Half a "
     assert "connection" in err.value.reason
@@ -208,7 +240,7 @@ async def test_a_slow_server_times_out_readably(fake_anthropic, settings):
     got = Collector()
 
     with pytest.raises(LLMError) as err:
-        await get_client().reply(system="s", messages=MESSAGES, max_tokens=10, on_text=got)
+        await ask(got)
 
     assert got.text == "slow "
     assert "timed out after 0.3 s" in err.value.reason
@@ -229,7 +261,7 @@ async def test_an_unreachable_server_raises_readably(settings):
     settings.LLM_TIMEOUT_SECONDS = 5
 
     with pytest.raises(LLMError) as err:
-        await get_client().reply(system="s", messages=MESSAGES, max_tokens=10)
+        await ask()
 
     assert err.value.reason == f"Could not reach the model server at {url}."
     assert err.value.status is None
@@ -238,11 +270,11 @@ async def test_an_unreachable_server_raises_readably(settings):
 async def test_a_base_url_without_a_key_sends_a_placeholder_key(fake_anthropic, settings):
     settings.ANTHROPIC_API_KEY = ""
 
-    reply = await get_client().reply(system="s", messages=MESSAGES, max_tokens=10)
+    reply = await ask()
 
     assert reply.text == "Hello from the fake server."
     headers = fake_anthropic.headers[-1]
-    assert llm.PLACEHOLDER_API_KEY in headers.get("authorization", "") + headers.get(
+    assert anthropic_provider.PLACEHOLDER_API_KEY in headers.get("authorization", "") + headers.get(
         "x-api-key", ""
     )
 
@@ -253,7 +285,7 @@ async def test_anthropic_forced_without_key_or_url_raises_readably(settings):
     settings.ANTHROPIC_BASE_URL = ""
 
     with pytest.raises(LLMError) as err:
-        await get_client().reply(system="s", messages=MESSAGES, max_tokens=10)
+        await ask()
 
     assert "ANTHROPIC_API_KEY" in err.value.reason
 
@@ -261,61 +293,133 @@ async def test_anthropic_forced_without_key_or_url_raises_readably(settings):
 async def test_a_deprecated_model_name_is_logged_not_raised(fake_anthropic, settings):
     # The SDK emits a DeprecationWarning for models nearing end-of-life; the suite runs with
     # -W error::DeprecationWarning, so this would fail if the warning escaped.
-    settings.CHAT_MODEL = "claude-sonnet-4-5"
-
-    reply = await get_client().reply(system="s", messages=MESSAGES, max_tokens=10)
+    reply = await ask(model="claude-sonnet-4-5")
 
     assert reply.text == "Hello from the fake server."
 
 
-def test_get_client_picks_anthropic_when_a_base_url_is_set(settings):
+async def test_zero_usage_is_unknown_not_zero(fake_anthropic):
+    fake_anthropic.enqueue_reply(["Hi"], usage={"input_tokens": 0, "output_tokens": 0})
+
+    reply = await ask()
+
+    assert reply.text == "Hi"
+    assert not reply.usage.known
+    assert reply.usage.as_dict() is None
+
+
+async def test_a_stream_without_usage_still_completes(fake_anthropic):
+    fake_anthropic.enqueue_without_usage(["All ", "the ", "text."])
+
+    reply = await ask()
+
+    assert reply.text == "All the text."
+    assert reply.stop_reason == "end_turn"
+    assert not reply.usage.known
+
+
+async def test_a_whole_json_message_answering_a_stream_is_read_as_the_reply(fake_anthropic):
+    # A LiteLLM gateway answers `stream: true` with one JSON message: not an error.
+    fake_anthropic.enqueue_json(["One ", "piece."], usage={"input_tokens": 12, "output_tokens": 3})
+    got = Collector()
+
+    reply = await ask(got)
+
+    assert got.text == "One piece."
+    assert reply.content == [{"type": "text", "text": "One piece."}]
+    assert reply.usage.as_dict()["input_tokens"] == 12
+
+
+async def test_tool_use_streams_start_input_deltas_and_a_parsed_stop(fake_anthropic):
+    fake_anthropic.enqueue_tool_use(
+        ["Let me check."],
+        tool_id="toolu_1",
+        name="search_history",
+        input_parts=['{"query": "dead', 'line", "limit"', ": 3}"],
+    )
+    got = Collector()
+
+    reply = await ask(got)
+
+    tool_events = [e for e in got.events if not isinstance(e, (TextDelta, Final))]
+    assert tool_events == [
+        ToolUseStart(1, "toolu_1", "search_history"),
+        ToolInputDelta(1, '{"query": "dead'),
+        ToolInputDelta(1, 'line", "limit"'),
+        ToolInputDelta(1, ": 3}"),
+        ToolUseStop(1, "toolu_1", "search_history", {"query": "deadline", "limit": 3}),
+    ]
+    assert reply.stop_reason == "tool_use"
+    assert reply.content == [
+        {"type": "text", "text": "Let me check."},
+        {
+            "type": "tool_use",
+            "id": "toolu_1",
+            "name": "search_history",
+            "input": {"query": "deadline", "limit": 3},
+        },
+    ]
+
+
+def test_a_conversation_model_named_demo_is_answered_by_the_demo(settings):
+    settings.ANTHROPIC_API_KEY = "sk-test"
+
+    assert isinstance(providers.client_for("demo"), DemoClient)
+    assert providers.capabilities("demo").offline
+    assert not providers.capabilities("demo").can_summarise
+
+
+def test_every_other_model_is_answered_by_anthropic(settings):
+    settings.ANTHROPIC_API_KEY = ""
+    settings.ANTHROPIC_BASE_URL = ""
+
+    client = providers.client_for("claude-sonnet-5")
+    assert isinstance(client, AnthropicClient)
+    assert client is providers.client_for("claude-other")  # one client per configuration
+    assert providers.capabilities("claude-sonnet-5").context_window == 200_000
+    assert providers.capabilities("claude-sonnet-5").supports_caching
+
+
+def test_new_conversations_get_the_configured_model_when_a_base_url_is_set(settings):
     settings.LLM_PROVIDER = ""
     settings.ANTHROPIC_API_KEY = ""
     settings.ANTHROPIC_BASE_URL = "http://127.0.0.1:11434"
+    settings.CHAT_MODEL = "qwen3"
 
-    assert provider_name() == "anthropic"
-    assert isinstance(get_client(), AnthropicClient)
-    assert get_client() is get_client()
+    assert providers.default_model() == "qwen3"
 
 
-def test_get_client_picks_anthropic_when_a_key_is_set(settings):
+def test_new_conversations_get_the_configured_model_when_a_key_is_set(settings):
     settings.LLM_PROVIDER = ""
     settings.ANTHROPIC_API_KEY = "sk-test"
     settings.ANTHROPIC_BASE_URL = ""
 
-    assert provider_name() == "anthropic"
-    assert get_client().provider == "anthropic"
+    assert providers.default_model() == settings.CHAT_MODEL
 
 
-def test_get_client_picks_demo_without_key_or_base_url(settings):
+def test_new_conversations_get_the_demo_without_key_or_base_url(settings):
     settings.LLM_PROVIDER = ""
     settings.ANTHROPIC_API_KEY = ""
     settings.ANTHROPIC_BASE_URL = ""
 
-    assert provider_name() == "demo"
-    assert isinstance(get_client(), DemoClient)
-    assert get_client().model == "demo"
+    assert providers.default_model() == "demo"
 
 
 def test_llm_provider_forces_one(settings):
     settings.ANTHROPIC_API_KEY = "sk-test"
     settings.LLM_PROVIDER = "demo"
-    assert provider_name() == "demo"
-    assert get_client().provider == "demo"
+    assert providers.default_model() == "demo"
 
     settings.ANTHROPIC_API_KEY = ""
     settings.ANTHROPIC_BASE_URL = ""
     settings.LLM_PROVIDER = "anthropic"
-    assert provider_name() == "anthropic"
-    assert get_client().provider == "anthropic"
+    assert providers.default_model() == settings.CHAT_MODEL
 
 
 def test_changed_settings_give_a_new_client(settings):
-    settings.LLM_PROVIDER = "anthropic"
     settings.ANTHROPIC_API_KEY = "sk-test"
-    first = get_client()
+    first = providers.client_for("claude-x")
 
-    settings.CHAT_MODEL = "claude-other"
+    settings.ANTHROPIC_API_KEY = "sk-other"
 
-    assert get_client() is not first
-    assert get_client().model == "claude-other"
+    assert providers.client_for("claude-x") is not first

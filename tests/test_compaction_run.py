@@ -6,10 +6,14 @@ import asyncio
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.db import transaction
 
-from chat.models import Pin
-from compaction import service
+from chat import db
+from chat.models import Conversation, Pin
+from compaction import actions, run
+from compaction.loading import latest_boundary, load_window
 from compaction.models import Compaction
+from compaction.run import CompactionRefused
 from compaction.window import SUMMARY_INTRO
 from tests.fakes import FakeClient
 from tests.transcripts import add_turns, snapshot
@@ -29,11 +33,27 @@ def small_budget(settings):
 
 
 def window_of(conversation):
-    return service.load_window(conversation)
+    return load_window(conversation)
 
 
-async def compact(conversation, client, **kwargs):
-    return await service.compact(conversation.pk, trigger="manual", client=client, **kwargs)
+def _open(conversation_id, trigger, instructions, before_reply):
+    with transaction.atomic():
+        conversation = Conversation.objects.locked(conversation_id)
+        return run.open_locked(
+            conversation,
+            load_window(conversation),
+            trigger=trigger,
+            instructions=instructions,
+            before_reply=before_reply,
+        )
+
+
+async def compact(conversation, client, *, trigger="manual", instructions="", before_reply=False):
+    """Open and run one compaction with `client` answering, as the engine does."""
+    opened = await db.run(_open, conversation.pk, trigger, instructions, before_reply)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("providers.client_for", lambda model: client)
+        return await run.run(opened)
 
 
 async def test_it_commits_a_boundary_and_leaves_the_transcript_untouched(conversation):
@@ -48,12 +68,14 @@ async def test_it_commits_a_boundary_and_leaves_the_transcript_untouched(convers
     assert row.first_kept_seq > 1 and row.duration_ms >= 0 and row.usage
     assert await sync_to_async(snapshot)(conversation) == before
     state = await sync_to_async(window_of)(conversation)
-    head = state.window.messages[0]["content"][0]["text"]
+    head = state.window().messages[0]["content"][0]["text"]
     assert head.startswith(SUMMARY_INTRO) and "Build a TOML parser." in head
-    assert "private reasoning" not in str(state.window.messages)
-    assert state.window.messages[1]["role"] == "assistant"
-    assert state.window.messages[2]["content"][0]["text"].startswith(
-        f"Question {row.first_kept_seq}"
+    assert "private reasoning" not in str(state.window().messages)
+    assert state.window().messages[1]["role"] == "assistant"
+    assert (
+        state.window()
+        .messages[2]["content"][0]["text"]
+        .startswith(f"Question {row.first_kept_seq}")
     )
     assert state.tokens == row.post_tokens
 
@@ -100,12 +122,12 @@ async def test_a_crash_leaves_no_boundary_and_releases_the_conversation(conversa
     async def broken(*args, **kwargs):
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(service, "summarise", broken)
+    monkeypatch.setattr(run, "summarise", broken)
     with pytest.raises(RuntimeError):
         await compact(conversation, FakeClient())
     row = await Compaction.objects.aget(conversation=conversation)
     assert row.status == "failed" and "disk on fire" in row.error
-    assert await sync_to_async(service.latest_boundary)(conversation) is None
+    assert await sync_to_async(latest_boundary)(conversation.pk) is None
     monkeypatch.undo()
     assert (await compact(conversation, FakeClient())).status == "committed"
 
@@ -118,7 +140,7 @@ async def test_two_compact_now_at_once_produce_one_boundary(conversation):
     results = await asyncio.gather(
         compact(conversation, client), compact(conversation, client), return_exceptions=True
     )
-    refused = [r for r in results if isinstance(r, service.CompactionRefused)]
+    refused = [r for r in results if isinstance(r, CompactionRefused)]
     done = [r for r in results if isinstance(r, Compaction)]
     assert len(done) == 1 and len(refused) == 1
     assert "already running" in refused[0].reason
@@ -127,7 +149,7 @@ async def test_two_compact_now_at_once_produce_one_boundary(conversation):
 
 async def test_nothing_to_compact_is_refused_with_a_reason(conversation):
     await sync_to_async(add_turns)(conversation, 1)
-    with pytest.raises(service.CompactionRefused, match="Nothing to compact"):
+    with pytest.raises(CompactionRefused, match="Nothing to compact"):
         await compact(conversation, FakeClient())
     assert await Compaction.objects.acount() == 0
 
@@ -140,7 +162,7 @@ async def test_a_pinned_message_survives_compaction_verbatim(conversation):
     client.enqueue([GOOD])
     row = await compact(conversation, client)
     assert row.first_kept_seq > 1
-    head = (await sync_to_async(window_of)(conversation)).window.messages[0]["content"][0]["text"]
+    head = (await sync_to_async(window_of)(conversation)).window().messages[0]["content"][0]["text"]
     assert first.content[0]["text"] in head
 
 
@@ -153,13 +175,11 @@ async def test_review_mode_makes_a_draft_that_only_approval_commits(conversation
     draft = await compact(conversation, client)
     assert draft.status == "draft"
     assert (await sync_to_async(window_of)(conversation)).boundary is None
-    with pytest.raises(service.CompactionRefused, match="review"):
+    with pytest.raises(CompactionRefused, match="review"):
         await compact(conversation, client)
-    approved = await sync_to_async(service.approve_draft)(
-        alice, conversation.pk, draft.pk, "My own brief."
-    )
+    approved = await db.run(actions._approve, alice, conversation.pk, draft.pk, "My own brief.")
     assert approved.status == "committed" and approved.edited
-    head = (await sync_to_async(window_of)(conversation)).window.messages[0]["content"][0]["text"]
+    head = (await sync_to_async(window_of)(conversation)).window().messages[0]["content"][0]["text"]
     assert "My own brief." in head
 
 
@@ -168,45 +188,55 @@ async def test_a_discarded_draft_changes_nothing(conversation, alice):
     await conversation.asave()
     await sync_to_async(add_turns)(conversation, 8)
     draft = await compact(conversation, FakeClient())
-    await sync_to_async(service.discard_draft)(alice, conversation.pk, draft.pk)
+    await db.run(actions._discard, alice, conversation.pk, draft.pk)
     assert (await sync_to_async(window_of)(conversation)).boundary is None
-    with pytest.raises(service.CompactionRefused):
-        await sync_to_async(service.approve_draft)(alice, conversation.pk, draft.pk, "late")
+    with pytest.raises(CompactionRefused):
+        await db.run(actions._approve, alice, conversation.pk, draft.pk, "late")
 
 
 async def test_undo_restores_the_previous_window(conversation, alice):
     await sync_to_async(add_turns)(conversation, 8)
-    before = (await sync_to_async(window_of)(conversation)).window
+    before = (await sync_to_async(window_of)(conversation)).window()
     client = FakeClient()
     client.enqueue([GOOD])
     row = await compact(conversation, client)
-    undone = await sync_to_async(service.undo_latest)(alice, conversation.pk)
+    undone = await db.run(actions._undo, alice, conversation.pk)
     assert undone.pk == row.pk and undone.status == "undone"
-    assert (await sync_to_async(window_of)(conversation)).window == before
-    with pytest.raises(service.CompactionRefused, match="no compaction to undo"):
-        await sync_to_async(service.undo_latest)(alice, conversation.pk)
+    assert (await sync_to_async(window_of)(conversation)).window() == before
+    with pytest.raises(CompactionRefused, match="no compaction to undo"):
+        await db.run(actions._undo, alice, conversation.pk)
 
 
 def test_bob_cannot_approve_or_undo_alices_compactions(conversation, bob):
     row = Compaction.objects.create(
         conversation=conversation, trigger="manual", status="draft", first_kept_seq=3
     )
-    with pytest.raises(service.CompactionRefused):
-        service.approve_draft(bob, conversation.pk, row.pk, "mine now")
-    with pytest.raises(service.CompactionRefused):
-        service.undo_latest(bob, conversation.pk)
+    with pytest.raises(CompactionRefused):
+        actions._approve(bob, conversation.pk, row.pk, "mine now")
+    with pytest.raises(CompactionRefused):
+        actions._undo(bob, conversation.pk)
 
 
-def test_repeated_failures_pause_auto_compaction(conversation, settings):
+async def test_repeated_auto_failures_pause_auto_compaction_and_a_success_clears_it(
+    conversation, settings
+):
     settings.COMPACT_FAILURE_LIMIT = 3
-    add_turns(conversation, 20)
-    assert service.wants_auto_compaction(conversation)
-    for _ in range(3):
-        Compaction.objects.create(
-            conversation=conversation, trigger="auto", status="failed", error="boom"
-        )
-    assert service.auto_pause(conversation) is not None
-    assert not service.wants_auto_compaction(conversation)
+    await sync_to_async(add_turns)(conversation, 20)
+    broken = FakeClient()
+    for attempt in range(3):
+        # A summary bigger than what it replaces cannot be committed: a failure.
+        broken.enqueue_text("<summary>" + "padding " * 4000 + "</summary>")
+        row = await compact(conversation, broken, trigger="auto")
+        assert row.status == "failed"
+        await conversation.arefresh_from_db()
+        assert conversation.auto_compact_failures == attempt + 1
+    assert conversation.auto_compact_paused_until is not None
+    good = FakeClient()
+    good.enqueue([GOOD])
+    assert (await compact(conversation, good, trigger="auto")).status == "committed"
+    await conversation.arefresh_from_db()
+    assert conversation.auto_compact_failures == 0
+    assert conversation.auto_compact_paused_until is None
 
 
 async def test_a_full_window_supersedes_a_draft_waiting_for_review(conversation):
@@ -216,27 +246,26 @@ async def test_a_full_window_supersedes_a_draft_waiting_for_review(conversation)
     draft = await compact(conversation, FakeClient())
     assert draft.status == "draft"
     await sync_to_async(add_turns)(conversation, 4)
-    forced = await service.compact(
-        conversation.pk, trigger="auto", client=FakeClient(), allow_review=False
-    )
+    forced = await compact(conversation, FakeClient(), trigger="auto", before_reply=True)
     await draft.arefresh_from_db()
     assert forced.status == "committed"
     assert draft.status == "discarded" and "window was full" in draft.error
 
 
-async def test_an_open_draft_stops_auto_compaction_from_knocking_every_turn(conversation):
-    conversation.review_compactions = True
-    await conversation.asave()
-    await sync_to_async(add_turns)(conversation, 20)
-    assert await sync_to_async(service.wants_auto_compaction)(conversation)
-    await compact(conversation, FakeClient())
-    assert not await sync_to_async(service.wants_auto_compaction)(conversation)
+async def test_cancelling_a_compaction_never_leaves_it_running(conversation, alice):
+    from chat import engine
 
-
-async def test_cancelling_a_compaction_never_leaves_it_running(conversation):
     await sync_to_async(add_turns)(conversation, 8)
+    # Cancelled while the row is being claimed: the claim lands, and is released.
+    task = asyncio.ensure_future(engine.hold(actions.compact_now(alice, conversation.pk, "")))
+    await asyncio.sleep(0)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    # Cancelled while it runs.
     task = asyncio.ensure_future(compact(conversation, FakeClient(delay=0.2)))
-    await asyncio.sleep(0)  # cancelled while the row is being claimed
+    while not await Compaction.objects.filter(status="running").aexists():
+        await asyncio.sleep(0.01)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -252,10 +281,10 @@ def test_a_draft_is_only_reviewed_from_its_own_conversation(conversation, alice)
     draft = Compaction.objects.create(
         conversation=conversation, trigger="manual", status="draft", first_kept_seq=3
     )
-    with pytest.raises(service.CompactionRefused):
-        service.approve_draft(alice, other.pk, draft.pk, "from the wrong tab")
-    with pytest.raises(service.CompactionRefused):
-        service.discard_draft(alice, other.pk, draft.pk)
+    with pytest.raises(CompactionRefused):
+        actions._approve(alice, other.pk, draft.pk, "from the wrong tab")
+    with pytest.raises(CompactionRefused):
+        actions._discard(alice, other.pk, draft.pk)
     draft.refresh_from_db()
     assert draft.status == "draft"
 
@@ -268,8 +297,8 @@ def test_undo_waits_for_an_open_draft(conversation, alice):
     Compaction.objects.create(
         conversation=conversation, trigger="manual", status="draft", first_kept_seq=9
     )
-    with pytest.raises(service.CompactionRefused, match="in progress"):
-        service.undo_latest(alice, conversation.pk)
+    with pytest.raises(CompactionRefused, match="in progress"):
+        actions._undo(alice, conversation.pk)
 
 
 def test_an_edited_summary_that_would_not_shrink_the_window_is_refused(conversation, alice):
@@ -281,8 +310,8 @@ def test_an_edited_summary_that_would_not_shrink_the_window_is_refused(conversat
         first_kept_seq=13,
         summary="short",
     )
-    with pytest.raises(service.CompactionRefused, match="Shorten the summary"):
-        service.approve_draft(alice, conversation.pk, draft.pk, "x " * 20_000)
+    with pytest.raises(CompactionRefused, match="Shorten the summary"):
+        actions._approve(alice, conversation.pk, draft.pk, "x " * 20_000)
     draft.refresh_from_db()
     assert draft.status == "draft"
 
@@ -298,15 +327,15 @@ def test_pinning_an_old_message_moves_the_count_even_with_an_anchor(conversation
         first_kept_seq=9,
         summary="Brief.",
     )
-    before = service.load_window(conversation)
+    before = load_window(conversation)
     Message.objects.filter(conversation=conversation, seq=12).update(
         usage={"input_tokens": before.tokens, "output_tokens": 50},
         window_boundary_id=boundary.pk,
         window_head_tokens=before.head_tokens,
     )
-    anchored = service.load_window(conversation).tokens
+    anchored = load_window(conversation).tokens
     Pin.objects.create(message=Message.objects.get(seq=1), conversation=conversation)
-    pinned = service.load_window(conversation)
+    pinned = load_window(conversation)
     assert pinned.head_tokens > before.head_tokens
     assert pinned.tokens == anchored + pinned.head_tokens - before.head_tokens
 
@@ -314,12 +343,12 @@ def test_pinning_an_old_message_moves_the_count_even_with_an_anchor(conversation
 async def test_the_summary_request_reaches_an_anthropic_server_structured(
     conversation, fake_anthropic
 ):
-    from chat.llm import get_client
+    import providers
     from compaction.summarise import SECTIONS
 
     await sync_to_async(add_turns)(conversation, 8)
     fake_anthropic.enqueue_reply(["<analysis>notes</analysis><summary>Served brief.</summary>"])
-    row = await compact(conversation, get_client())
+    row = await compact(conversation, providers.client_for("claude-test"))
     assert (row.summariser, row.summary) == ("model", "Served brief.")
     sent = fake_anthropic.requests[-1]
     body = sent["messages"][0]["content"]

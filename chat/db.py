@@ -1,0 +1,40 @@
+"""The one way async code touches the database: `await db.run(function, *args)`.
+
+`function` is a plain synchronous function (usually a whole transaction). It runs on a small pool
+of database threads, each with its own connection, so users' database work runs side by side
+instead of queueing on the single thread that `sync_to_async`'s default (thread-sensitive) mode
+and Django's async ORM methods share process-wide. Connections are checked and recycled around
+each call exactly as Django does around a request (`CONN_MAX_AGE`, `CONN_HEALTH_CHECKS`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.db import close_old_connections
+
+_executor: ThreadPoolExecutor | None = None
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _executor
+    if _executor is None:
+        _executor = ThreadPoolExecutor(max_workers=settings.DB_THREADS, thread_name_prefix="db")
+    return _executor
+
+
+def _call[R](function: Callable[..., R]) -> R:
+    close_old_connections()
+    try:
+        return function()
+    finally:
+        close_old_connections()
+
+
+async def run[**P, R](function: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
+    call = partial(_call, partial(function, *args, **kwargs))
+    return await sync_to_async(call, thread_sensitive=False, executor=_pool())()

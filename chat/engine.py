@@ -1,0 +1,321 @@
+"""The turn engine: runs a conversation's work in order, one step at a time.
+
+A step is a value from `chat.queue`: a `Turn` to stream, a compaction to run (opened by the
+pre-send check, by the policy after a reply, or by the user), or a reply `Refused` before any
+request. A driver task runs a conversation's steps until its queue is empty:
+
+    queue.append / claim_next -> Turn -> stream the provider's events: text deltas coalesced
+                                         to every tab, partial text saved each second
+                                 -> queue.finish -> the reply and the meter to every tab
+                                 -> policy: over the threshold? -> compaction.run
+                                 -> queue.claim_next -> the next queued reply, if any
+
+Every state is written to the database before it is acted on, so the work survives this
+process: a reply or compaction it was running when it died is closed by another process's sweep
+(`_sweep`), and the queue is picked up there. Stop reaches the reply from any process through
+`chat.liveness`; the turn owns its broadcasting and saving, and nothing calls back into it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+import time
+from contextlib import aclosing
+from dataclasses import dataclass, field
+
+from django.conf import settings
+from django.utils import timezone
+
+import providers
+from compaction import actions as compaction_actions
+from compaction import run as compaction
+from compaction.loading import WindowState, load_panel
+from compaction.policy import needs_auto_compaction
+from providers.values import Final, LLMError, Request, TextDelta
+
+from . import broadcast, db, fragments, queue
+from .coalesce import DeltaRelay
+from .liveness import local
+from .models import Message
+
+log = logging.getLogger(__name__)
+
+# Streamed text is written to the row at most this often, so a tab opened mid-reply (or a crash)
+# sees what has arrived without a write per token; each save also touches the heartbeat.
+PARTIAL_SAVE_SECONDS = 1.0
+SERVER_FAILED = "The server failed while answering; the error is logged."
+
+
+async def hold(claiming):
+    """Await a claim (a `queue.Claim`, or a compaction opened by the user) so that a cancel
+    meanwhile cannot strand it: the claim still lands in the database, so wait for it and give
+    back what it took (a reply returns to the queue, a compaction is released) before the
+    cancellation goes on. Without this a cancelled claim would wait for a stale heartbeat."""
+    claiming = asyncio.ensure_future(claiming)
+    try:
+        return await asyncio.shield(claiming)
+    except asyncio.CancelledError:
+        try:
+            claimed = await claiming
+        except Exception:
+            raise asyncio.CancelledError from None  # nothing was claimed
+        step = claimed.step if isinstance(claimed, queue.Claim) else claimed
+        await db.run(queue.give_back, step)
+        raise
+
+
+def start(step: queue.Step) -> None:
+    """Run `step` and whatever follows it in its conversation, in this process."""
+    if step is not None:
+        _spawn(_conversation_of(step), step)
+
+
+def kick(conversation_id: int) -> None:
+    """Start the conversation's next queued reply here, if nothing runs it anywhere."""
+    _spawn(conversation_id, None)
+
+
+def _spawn(conversation_id: int, step: queue.Step) -> None:
+    ensure_started()
+    task = asyncio.get_running_loop().create_task(_drive(conversation_id, step))
+    local().track_driver(conversation_id, task)
+
+
+def _conversation_of(step: queue.Step) -> int:
+    if isinstance(step, compaction.Opened):
+        return step.conversation_id
+    return step.reply.conversation_id
+
+
+async def _drive(conversation_id: int, step: queue.Step) -> None:
+    if step is None:
+        step = await _claim(conversation_id)
+    while step is not None:
+        if isinstance(step, queue.Refused):
+            await broadcast.html(conversation_id, fragments.started(step.reply))
+            step = await _claim(conversation_id)
+        elif isinstance(step, compaction.Opened):
+            await _compact(step)
+            # After making room for a reply, that reply gets no second compaction: if it still
+            # does not fit, it is refused with both sizes.
+            step = await _claim(conversation_id, compact=not step.before_reply)
+        else:
+            after = await _turn(step)
+            step = await _auto_compaction(step, after) or await _claim(conversation_id)
+
+
+async def _claim(conversation_id: int, *, compact: bool = True) -> queue.Step:
+    claim = await hold(db.run(queue.claim_next, conversation_id, compact=compact))
+    await show_recovered(claim.recovered)
+    return claim.step
+
+
+async def show_recovered(replies: tuple[Message, ...]) -> None:
+    """Replies closed because their process died: every tab sees them closed, text kept."""
+    for reply in replies:
+        await broadcast.html(reply.conversation_id, fragments.replaced_message(reply))
+
+
+# --- a turn --------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Received:
+    parts: list[str] = field(default_factory=list)
+    final: Final | None = None
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
+
+
+class _Stopped(Exception):
+    """The row says this reply is no longer ours to write: Stop, or closed elsewhere."""
+
+
+async def _turn(turn: queue.Turn) -> WindowState | None:
+    """Stream one reply and close its row, whatever happens. Returns the window after it when
+    the reply completed (for the compaction policy), else None."""
+    conversation_id, reply = turn.conversation.pk, turn.reply
+    await broadcast.html(conversation_id, fragments.started(reply))
+    received = _Received()
+    relay = DeltaRelay(conversation_id, reply.seq, settings.DELTA_INTERVAL_MS / 1000)
+    streaming = asyncio.ensure_future(_stream(turn, received, relay))
+    status, error = Message.Status.ERROR, ""
+    try:
+        await local().watch_reply(conversation_id, reply.pk, streaming)
+        await streaming
+        status = Message.Status.COMPLETE
+    except asyncio.CancelledError:
+        status = Message.Status.INTERRUPTED  # Stop: keep what arrived
+        if asyncio.current_task().cancelling():
+            streaming.cancel()  # this process is shutting down
+            raise
+    except _Stopped:
+        status = Message.Status.INTERRUPTED
+    except LLMError as exc:
+        error = exc.reason
+    except Exception:
+        log.exception("reply %s of conversation %s failed", reply.pk, conversation_id)
+        error = SERVER_FAILED
+    finally:
+        # Shielded: the reply is saved and shown even while this task is being cancelled.
+        finished, after = await asyncio.shield(
+            _close(turn, streaming, relay, received, status, error)
+        )
+    return after if finished.status == Message.Status.COMPLETE else None
+
+
+async def _stream(turn: queue.Turn, received: _Received, relay: DeltaRelay) -> None:
+    model = turn.conversation.model
+    request = Request(
+        model=model,
+        system=turn.state.system,
+        messages=turn.state.window().messages,
+        max_tokens=turn.max_tokens,
+    )
+    last_save = time.monotonic()
+    async with aclosing(providers.client_for(model).stream(request)) as events:
+        async for event in events:
+            if isinstance(event, TextDelta):
+                received.parts.append(event.text)
+                relay.add(event.text)
+                if time.monotonic() - last_save >= PARTIAL_SAVE_SECONDS:
+                    last_save = time.monotonic()
+                    if not await db.run(queue.save_partial, turn.reply.pk, received.text):
+                        raise _Stopped
+            elif isinstance(event, Final):
+                received.final = event
+            # Tool-use events are parsed by the provider; the turn runs no tools yet.
+    if received.final is None:
+        raise LLMError("The model stream ended without a final message.")
+
+
+async def _close(turn, streaming, relay, received: _Received, status: str, error: str):
+    """Save the reply with its final status and show it, the new title, the new meter."""
+    if not streaming.done():
+        streaming.cancel()
+    await asyncio.gather(streaming, return_exceptions=True)
+    await relay.close()
+    await local().unwatch_reply(turn.conversation.pk, turn.reply.pk)
+    final = received.final if status == Message.Status.COMPLETE else None
+    finished = await db.run(
+        queue.finish,
+        turn,
+        content=final.content if final else [{"type": "text", "text": received.text}],
+        status=status,
+        usage=final.usage.as_dict() if final else None,
+        error=error,
+        model=final.model if final else "",
+    )
+    conversation_id = turn.conversation.pk
+    await broadcast.html(conversation_id, fragments.replaced_message(finished))
+    if finished.seq == 2 and turn.conversation.title == queue.DEFAULT_TITLE and turn.state.entries:
+        named = copy.copy(turn.conversation)
+        named.title = queue.title_from(turn.state.entries[-1].text)
+        await broadcast.html(conversation_id, fragments.title(named))
+    after = turn.state.extended([finished.to_entry()], finished.usage)
+    panel = await db.run(load_panel, turn.conversation, after)
+    await broadcast.html(conversation_id, fragments.context_panel(panel, turn.conversation))
+    return finished, after
+
+
+async def _auto_compaction(turn: queue.Turn, after: WindowState | None):
+    """After a complete reply: has the window passed the threshold? Then claim a compaction
+    (it runs before the next queued reply)."""
+    if after is None or turn.has_draft:
+        return None  # a draft waits for the user: do not knock again
+    paused = turn.conversation.auto_compact_paused_until
+    if paused is not None and paused > timezone.now():
+        return None
+    last_post = turn.state.boundary.post_tokens if turn.state.boundary else None
+    if not needs_auto_compaction(after.tokens, after.budget, last_post):
+        return None
+    return await db.run(compaction.open_auto, turn.conversation.pk)
+
+
+# --- a compaction --------------------------------------------------------------------------------
+
+
+def run_compaction(opened: compaction.Opened) -> None:
+    """Run a compaction the user asked for, then whatever is queued behind it."""
+    start(opened)
+
+
+async def _compact(opened: compaction.Opened) -> None:
+    conversation_id, row = opened.conversation_id, opened.row
+    await broadcast.html(conversation_id, fragments.progress(f"Compacting ({row.trigger})…"))
+    running = asyncio.ensure_future(compaction.run(opened))
+    local().compactions[row.pk] = running
+    done = None
+    try:
+        done = await running
+    except asyncio.CancelledError:
+        if asyncio.current_task().cancelling():
+            running.cancel()
+            raise
+    except Exception:
+        log.exception("compaction %s of conversation %s failed", row.pk, conversation_id)
+        await broadcast.html(
+            conversation_id, fragments.notice("Compaction failed on the server; nothing changed.")
+        )
+    finally:
+        local().compactions.pop(row.pk, None)
+        await asyncio.shield(broadcast.html(conversation_id, fragments.progress("")))
+    if done is not None:
+        await compaction_actions.broadcast_outcome(done)
+
+
+# --- this process's background work --------------------------------------------------------------
+
+
+def ensure_started() -> None:
+    """Heartbeats and the sweep run once per process (per event loop), from the first use on:
+    a server started after a crash recovers what the dead process left at once."""
+    state = local()
+    if state.background is None or state.background.done():
+        state.background = asyncio.get_running_loop().create_task(_background())
+
+
+async def _background() -> None:
+    while True:
+        try:
+            await local().beat()
+            await _sweep()
+        except Exception:
+            log.exception("heartbeat or sweep failed; trying again")
+        await asyncio.sleep(settings.TURN_HEARTBEAT_SECONDS)
+
+
+async def _sweep() -> None:
+    """Close what dead processes left running, and start queues nobody is running."""
+    cutoff = queue.stale_before()
+    replies = await db.run(queue.close_stale, cutoff)
+    await show_recovered(replies)
+    conversations = {r.conversation_id for r in replies}
+    conversations |= set(await db.run(compaction.close_stale, cutoff))
+    conversations |= set(await db.run(queue.orphaned_queues, settings.TURN_HEARTBEAT_SECONDS))
+    for conversation_id in sorted(conversations):
+        if conversation_id not in local().drivers:
+            kick(conversation_id)
+
+
+async def shutdown() -> None:
+    await local().shutdown()
+
+
+async def lifespan(scope, receive, send) -> None:
+    """ASGI lifespan (uvicorn): start the background work at start-up; on a clean shutdown
+    (SIGTERM) close this process's replies and compactions at once instead of leaving them to
+    go stale."""
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            ensure_started()
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await shutdown()
+            await send({"type": "lifespan.shutdown.complete"})
+            return

@@ -1,0 +1,92 @@
+"""Fragments pushed over the websocket: HTML that htmx swaps in out-of-band by id.
+
+Rendering only: every function takes values already loaded and runs no query.
+"""
+
+from __future__ import annotations
+
+from django.template.loader import render_to_string
+from django.utils.html import escape
+
+from compaction.loading import Panel
+from compaction.models import Compaction
+
+from .models import Conversation, Message
+from .transcript import Item
+
+PAGE = "chat/conversation.html"
+
+
+def _part(name: str, context: dict) -> str:
+    return render_to_string(f"{PAGE}#{name}", context)
+
+
+def message(item: Item, *, oob: str = "") -> str:
+    return _part("message", {"item": item, "oob": oob})
+
+
+def appended_message(msg: Message, *, queued: bool = False) -> str:
+    return (
+        '<div hx-swap-oob="beforeend:#transcript">'
+        + message(Item(kind="message", message=msg, queued=queued))
+        + "</div>"
+    )
+
+
+def replaced_message(msg: Message, *, pinned: bool = False) -> str:
+    return message(Item(kind="message", message=msg, pinned=pinned), oob="outerHTML")
+
+
+def started(reply: Message) -> str:
+    """A reply begins: the message it answers is no longer queued, and its bubble appears."""
+    return f'<span id="queued-{reply.seq - 1}" hx-swap-oob="delete"></span>' + appended_message(
+        reply
+    )
+
+
+def delta(seq: int, text: str) -> str:
+    return f'<span hx-swap-oob="beforeend:#msg-{seq}-text">{escape(text)}</span>'
+
+
+def accepted() -> str:
+    """To the sending tab only: the server has the message, so the composer may be cleared."""
+    return notice("") + '<span id="send-accepted" hx-swap-oob="true"></span>'
+
+
+def title(conversation: Conversation) -> str:
+    return _part("title", {"conversation": conversation, "oob": True})
+
+
+def notice(text: str, level: str = "error") -> str:
+    return _part("notice", {"text": text, "level": level, "oob": True})
+
+
+def progress(text: str) -> str:
+    return _part("progress", {"text": text, "oob": True})
+
+
+def context_panel(panel: Panel, conversation: Conversation) -> str:
+    return _part("context", {"ctx": panel, "conversation": conversation, "oob": True})
+
+
+def compaction_outcome(row: Compaction, panel: Panel, conversation: Conversation) -> str:
+    """Everything a tab must change after a compaction was committed, drafted, failed or undone."""
+    parts = []
+    if row.status == Compaction.Status.COMMITTED:
+        parts.append(
+            f'<div hx-swap-oob="beforebegin:#msg-{row.first_kept_seq}">'
+            + _part("divider", {"row": row})
+            + "</div>"
+        )
+        parts.append(_part("review", {"draft": None, "oob": True}))
+    elif row.status == Compaction.Status.UNDONE:
+        parts.append(_part("divider", {"row": row, "oob": True}))
+    elif row.status == Compaction.Status.DRAFT:
+        parts.append(_part("review", {"draft": row, "oob": True}))
+    elif row.status == Compaction.Status.DISCARDED:
+        parts.append(_part("review", {"draft": None, "oob": True}))
+        parts.append(notice("Draft summary discarded; the window is unchanged.", "info"))
+    elif row.status == Compaction.Status.FAILED:
+        parts.append(notice(f"Compaction failed: {row.error}"))
+    parts.append(context_panel(panel, conversation))
+    return "".join(parts)

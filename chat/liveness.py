@@ -1,0 +1,124 @@
+"""What this process is running, kept alive and stoppable from any tab in any process.
+
+- Heartbeat: every TURN_HEARTBEAT_SECONDS one write touches every reply and compaction this
+  process runs (`beat`), so other processes can tell a live row from one whose process died.
+  The same round learns which replies a user stopped, from the database.
+- Stop, at once: the process listens on one channel of the channel layer; while it streams a
+  reply of conversation X, that channel is in X's control group, where Stop is sent.
+
+State is per event loop (a server process has one; each test has its own).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import weakref
+from collections import defaultdict
+
+from channels.layers import get_channel_layer
+
+from compaction import run as compaction
+
+from . import broadcast, db, queue
+
+log = logging.getLogger(__name__)
+
+
+class Local:
+    def __init__(self) -> None:
+        self.replies: dict[int, tuple[int, asyncio.Task]] = {}  # reply id -> (conversation, task)
+        self.compactions: dict[int, asyncio.Task] = {}
+        self.drivers: dict[int, set[asyncio.Task]] = defaultdict(set)  # conversation -> drivers
+        self.background: asyncio.Task | None = None
+        self._channel: str | None = None
+        self._listener: asyncio.Task | None = None
+
+    # --- replies ---------------------------------------------------------------------------
+
+    async def watch_reply(self, conversation_id: int, reply_id: int, task: asyncio.Task) -> None:
+        self.replies[reply_id] = (conversation_id, task)
+        layer = get_channel_layer()
+        if self._channel is None:
+            # The default prefix on purpose: the Redis layer shares one receive loop among
+            # every channel of that prefix in this process, the consumers' included.
+            self._channel = await layer.new_channel()
+            self._listener = asyncio.ensure_future(self._listen(self._channel))
+        await layer.group_add(broadcast.control_group(conversation_id), self._channel)
+
+    async def unwatch_reply(self, conversation_id: int, reply_id: int) -> None:
+        self.replies.pop(reply_id, None)
+        if self._channel and all(c != conversation_id for c, _ in self.replies.values()):
+            await get_channel_layer().group_discard(
+                broadcast.control_group(conversation_id), self._channel
+            )
+
+    def stop(self, conversation_id: int) -> None:
+        for owner, task in list(self.replies.values()):
+            if owner == conversation_id:
+                task.cancel()
+
+    async def _listen(self, channel: str) -> None:
+        layer = get_channel_layer()
+        while True:
+            message = await layer.receive(channel)
+            if message.get("type") == "turn.stop":
+                self.stop(int(message.get("conversation", 0)))
+
+    # --- heartbeat ---------------------------------------------------------------------------
+
+    async def beat(self) -> None:
+        if self.replies:
+            stopped = await db.run(queue.touch, list(self.replies))
+            for reply_id in stopped:
+                entry = self.replies.get(reply_id)
+                if entry is not None:
+                    entry[1].cancel()
+        if self.compactions:
+            await db.run(compaction.touch, list(self.compactions))
+
+    # --- lifetime ----------------------------------------------------------------------------
+
+    def track_driver(self, conversation_id: int, task: asyncio.Task) -> None:
+        drivers = self.drivers[conversation_id]
+        drivers.add(task)
+
+        def forget(done: asyncio.Task) -> None:
+            drivers.discard(done)
+            if not drivers:
+                self.drivers.pop(conversation_id, None)
+            if not done.cancelled() and done.exception() is not None:
+                log.error(
+                    "work on conversation %s failed", conversation_id, exc_info=done.exception()
+                )
+
+        task.add_done_callback(forget)
+
+    async def shutdown(self, timeout: float = 10) -> None:
+        """Stop everything this process runs: replies close as interrupted with their text,
+        compactions as failed, so nothing waits for a stale heartbeat after a clean restart."""
+        for task in (self.background, self._listener):
+            if task is not None:
+                task.cancel()
+        drivers = [t for tasks in self.drivers.values() for t in tasks]
+        for task in drivers:
+            task.cancel()
+        if drivers:
+            await asyncio.wait(drivers, timeout=timeout)
+        for task in (self.background, self._listener):
+            if task is not None:
+                with contextlib.suppress(BaseException):
+                    await task
+        self.background = self._listener = self._channel = None
+
+
+_locals: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Local] = weakref.WeakKeyDictionary()
+
+
+def local() -> Local:
+    loop = asyncio.get_running_loop()
+    state = _locals.get(loop)
+    if state is None:
+        state = _locals[loop] = Local()
+    return state

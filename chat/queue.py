@@ -1,0 +1,494 @@
+"""The turn's durable states, kept on the reply row, and every transition between them.
+
+    queued -> streaming -> complete | interrupted | error
+    queued -> cancelled (taken back by the user before it was sent)
+
+A message sent while a reply streams (or a compaction runs) is stored at once with a `queued`
+reply; the conversation's replies then run one at a time, oldest first, in whatever process is
+free to claim the next one. Claims happen under the conversation's row lock, and the database
+allows one streaming reply per conversation, so two processes never run two replies (or a reply
+and a compaction) of one conversation at once.
+
+A streaming reply carries a heartbeat, touched by the process running it. One whose heartbeat is
+older than TURN_STALE_SECONDS belongs to a process that died: it is closed as interrupted with
+the text saved so far, by whichever process looks first (its periodic sweep, or the next claim
+or Stop in that conversation). No lock outlives its process.
+
+Plain synchronous functions, one transaction each: async callers go through `chat.db.run`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Case, Exists, F, OuterRef, Q, Subquery, Value, When
+from django.utils import timezone
+
+from compaction import run as compaction
+from compaction.loading import WindowState, budget_for, build_state, window_rows
+from compaction.models import Compaction
+from compaction.policy import must_compact_before_send
+from compaction.tokens import estimate_content, estimate_text
+
+from .errors import ActionError
+from .models import Conversation, Message
+
+DEFAULT_TITLE = Conversation._meta.get_field("title").default
+TITLE_CHARS = 60
+STOPPED_BY_SERVER = "The server stopped before this reply finished."
+
+
+@dataclass(frozen=True)
+class Turn:
+    """A reply claimed to stream now, with the window it answers."""
+
+    conversation: Conversation
+    reply: Message
+    state: WindowState
+    # A draft waits for review: auto-compaction must not knock again after this reply.
+    has_draft: bool
+
+    @property
+    def max_tokens(self) -> int:
+        # Input plus the reply's room must fit the budget (the claim checked the reserve fits).
+        return max(1, min(settings.CHAT_MAX_TOKENS, self.state.budget.total - self.state.tokens))
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A reply closed before any request: the window could not fit the budget."""
+
+    reply: Message
+
+
+Step = Turn | compaction.Opened | Refused | None
+
+
+@dataclass(frozen=True)
+class Claim:
+    step: Step  # what to run now in this process, if anything
+    message: Message | None = None  # the user's message, when one was sent
+    queued: bool = False  # it waits for the reply (or compaction) in progress
+    recovered: tuple[Message, ...] = ()  # stale replies closed on the way
+
+
+def clean_user_text(text) -> str:
+    if not isinstance(text, str) or not text.strip():
+        raise ActionError("Type a message first: an empty message cannot be sent.")
+    text = text.strip()
+    if len(text) > settings.MAX_MESSAGE_CHARS:
+        raise ActionError(
+            f"That message is {len(text):,} characters; the limit is "
+            f"{settings.MAX_MESSAGE_CHARS:,}. Shorten it or split it."
+        )
+    return text
+
+
+def append(user, conversation_id: int, text: str) -> Claim:
+    """Store the user's message and the reply row that will answer it, in one transaction, and
+    claim that reply if nothing else runs. Three queries when it starts at once: the locked
+    conversation with everything the decision needs, the window's rows, the two inserts."""
+    content = [{"type": "text", "text": text}]
+    with transaction.atomic():
+        conversation = _locked(conversation_id, user)
+        if conversation is None:
+            raise ActionError("That conversation does not exist.")
+        recovered = _recover(conversation)
+        _check_fits_alone(conversation, content)
+        seq = (conversation.last_seq or 0) + 1
+        message = Message(
+            conversation=conversation,
+            seq=seq,
+            role=Message.Role.USER,
+            content=content,
+            tokens=estimate_content(content),
+        )
+        reply = Message(
+            conversation=conversation,
+            seq=seq + 1,
+            role=Message.Role.ASSISTANT,
+            content=[],
+            status=Message.Status.QUEUED,
+            model=conversation.model,
+        )
+        if _busy(conversation):
+            _insert(message, reply)
+            return Claim(None, message, queued=True, recovered=recovered)
+        if conversation.next_queued_id:
+            # Older messages wait with nothing running (their process died between two
+            # steps): this one goes behind them and the oldest starts now.
+            _insert(message, reply)
+            step = _claim_oldest(conversation, compact=True)
+            return Claim(step, message, queued=True, recovered=recovered)
+        state = _state(conversation, before_seq=seq).extended([message.to_entry()])
+        step = _decide(conversation, reply, state, compact=True, insert=[message])
+        return Claim(step, message, queued=isinstance(step, compaction.Opened), recovered=recovered)
+
+
+def claim_next(conversation_id: int, *, compact: bool = True) -> Claim:
+    """Claim the conversation's oldest queued reply, if nothing else runs. `compact=False` after
+    a compaction made room for this very reply: if it still does not fit, it is refused."""
+    with transaction.atomic():
+        conversation = _locked(conversation_id)
+        if conversation is None:
+            return Claim(None)
+        recovered = _recover(conversation)
+        if _busy(conversation) or not conversation.next_queued_id:
+            return Claim(None, recovered=recovered)
+        return Claim(_claim_oldest(conversation, compact=compact), recovered=recovered)
+
+
+def _claim_oldest(conversation: Conversation, *, compact: bool) -> Step:
+    reply = Message(
+        pk=conversation.next_queued_id,
+        conversation=conversation,
+        seq=conversation.next_queued_seq,
+        role=Message.Role.ASSISTANT,
+        content=[],
+        status=Message.Status.QUEUED,
+        model=conversation.model,
+    )
+    state = _state(conversation, before_seq=reply.seq)
+    return _decide(conversation, reply, state, compact=compact)
+
+
+def _locked(conversation_id: int, user=None) -> Conversation | None:
+    """The conversation, row-locked for this transaction, with what a claim decides on."""
+    of_conversation = {"conversation": OuterRef("pk")}
+    boundary = Compaction.objects.filter(
+        **of_conversation, status=Compaction.Status.COMMITTED
+    ).order_by("-id")
+    streaming = Message.objects.filter(**of_conversation, status=Message.Status.STREAMING)
+    running = Compaction.objects.filter(**of_conversation, status=Compaction.Status.RUNNING)
+    queued = Message.objects.filter(**of_conversation, status=Message.Status.QUEUED).order_by("seq")
+    rows = Conversation.objects.owned_by(user) if user is not None else Conversation.objects
+    try:
+        return (
+            rows.filter(pk=int(conversation_id), deleted_at__isnull=True)
+            .select_for_update(of=("self",))
+            .annotate(
+                last_seq=Subquery(
+                    Message.objects.filter(**of_conversation).order_by("-seq").values("seq")[:1]
+                ),
+                boundary_id=Subquery(boundary.values("id")[:1]),
+                boundary_first_kept=Subquery(boundary.values("first_kept_seq")[:1]),
+                boundary_summary=Subquery(boundary.values("summary")[:1]),
+                boundary_post_tokens=Subquery(boundary.values("post_tokens")[:1]),
+                streaming_id=Subquery(streaming.values("id")[:1]),
+                streaming_heartbeat=Subquery(streaming.values("heartbeat_at")[:1]),
+                running_id=Subquery(running.values("id")[:1]),
+                running_heartbeat=Subquery(running.values("heartbeat_at")[:1]),
+                next_queued_id=Subquery(queued.values("id")[:1]),
+                next_queued_seq=Subquery(queued.values("seq")[:1]),
+                has_draft=Exists(
+                    Compaction.objects.filter(**of_conversation, status=Compaction.Status.DRAFT)
+                ),
+            )
+            .get()
+        )
+    except (Conversation.DoesNotExist, TypeError, ValueError):
+        return None
+
+
+def _boundary(conversation: Conversation) -> Compaction | None:
+    if conversation.boundary_id is None:
+        return None
+    return Compaction(
+        pk=conversation.boundary_id,
+        conversation_id=conversation.pk,
+        status=Compaction.Status.COMMITTED,
+        first_kept_seq=conversation.boundary_first_kept,
+        summary=conversation.boundary_summary,
+        post_tokens=conversation.boundary_post_tokens,
+    )
+
+
+def _state(conversation: Conversation, *, before_seq: int) -> WindowState:
+    boundary = _boundary(conversation)
+    first_kept = boundary.first_kept_seq if boundary else 1
+    rows = list(window_rows(conversation.pk, first_kept, before_seq))
+    return build_state(conversation.system_prompt, conversation.model, boundary, rows)
+
+
+def _busy(conversation: Conversation) -> bool:
+    return bool(conversation.streaming_id or conversation.running_id)
+
+
+def _check_fits_alone(conversation: Conversation, content: list[dict]) -> None:
+    """Refuse, before storing it, a message that could not fit even in a window of its own."""
+    budget = budget_for(conversation.model)
+    needed = estimate_text(conversation.system_prompt) + estimate_content(content) + budget.reserve
+    if needed > budget.total:
+        raise ActionError(
+            f"That message is about {estimate_content(content):,} tokens: with the system prompt "
+            f"and room for the reply the request would be {needed:,} tokens, over this model's "
+            f"budget of {budget.total:,}. Shorten it or split it."
+        )
+
+
+def _decide(
+    conversation: Conversation,
+    reply: Message,
+    state: WindowState,
+    *,
+    compact: bool,
+    insert: list[Message] = (),
+) -> Step:
+    """Start the reply, make room for it first, or refuse it: no request over the budget."""
+    if not must_compact_before_send(state.tokens, 0, state.budget):
+        reply.status = Message.Status.STREAMING
+        reply.heartbeat_at = timezone.now()
+        reply.window_boundary_id = conversation.boundary_id
+        reply.window_head_tokens = state.head_tokens
+        if not _store(reply, insert):
+            return None
+        return Turn(conversation, reply, state, has_draft=conversation.has_draft)
+    if compact:
+        try:
+            opened = compaction.open_locked(
+                conversation, state, trigger=Compaction.Trigger.AUTO, before_reply=True
+            )
+        except compaction.CompactionRefused:
+            pass  # nothing to cut: the window cannot get smaller, refuse below
+        else:
+            if insert:
+                _insert(*insert, reply)
+            return opened
+    reply.status = Message.Status.ERROR
+    reply.error = (
+        f"Not sent: the request would be about {state.tokens + state.budget.reserve:,} tokens "
+        f"(the window {state.tokens:,} plus {state.budget.reserve:,} reserved for the reply), "
+        f"over this model's budget of {state.budget.total:,}, even after compacting. Shorten "
+        "the message or compact with instructions to keep less."
+    )
+    if not _store(reply, insert):
+        return None
+    return Refused(reply)
+
+
+def _store(reply: Message, insert: list[Message]) -> bool:
+    """Write the claimed reply: inserted with the user's message, or moved on from queued."""
+    if insert:
+        _insert(*insert, reply)
+        return True
+    fields = ["status", "heartbeat_at", "window_boundary_id", "window_head_tokens", "error"]
+    try:
+        return bool(
+            Message.objects.filter(pk=reply.pk, status=Message.Status.QUEUED).update(
+                updated_at=timezone.now(), **{f: getattr(reply, f) for f in fields}
+            )
+        )
+    except IntegrityError:
+        return False  # another reply of this conversation streams
+
+
+def _insert(*rows: Message) -> None:
+    try:
+        Message.objects.bulk_create(rows)
+    except IntegrityError:
+        raise ActionError("Another message was sent at the same moment; try again.") from None
+
+
+def give_back(step: Step) -> None:
+    """Undo a claim nobody will run (its caller was cancelled before it could start it)."""
+    if isinstance(step, Turn):
+        Message.objects.filter(pk=step.reply.pk, status=Message.Status.STREAMING).update(
+            status=Message.Status.QUEUED, heartbeat_at=None
+        )
+    elif isinstance(step, compaction.Opened):
+        compaction.mark_failed(step.row.pk, "Cancelled before it started.")
+
+
+# --- while it streams ----------------------------------------------------------------------------
+
+
+def save_partial(reply_id: int, text: str) -> bool:
+    """Keep the text streamed so far (a crash or a tab opened mid-reply does not lose it) and
+    touch the heartbeat. False: the reply is no longer this process's to write (Stop was
+    pressed, or another process closed it as stale)."""
+    return bool(
+        Message.objects.filter(
+            pk=reply_id, status=Message.Status.STREAMING, stop_requested=False
+        ).update(content=[{"type": "text", "text": text}], heartbeat_at=timezone.now())
+    )
+
+
+def touch(reply_ids: list[int]) -> set[int]:
+    """Heartbeat for the replies this process streams; returns those it must stop (Stop was
+    pressed, or they were closed elsewhere)."""
+    live = Message.objects.filter(
+        pk__in=reply_ids, status=Message.Status.STREAMING, stop_requested=False
+    )
+    live.update(heartbeat_at=timezone.now())
+    return set(reply_ids) - set(live.values_list("pk", flat=True))
+
+
+def finish(turn: Turn, *, content: list[dict], status: str, usage=None, error="", model=""):
+    """Close the streaming reply (only a row still streaming is written) and touch the
+    conversation, naming it after its first message."""
+    content = [b for b in content if b.get("type") != "text" or b.get("text")]
+    reply = replace_message(
+        turn.reply,
+        content=content,
+        status=status,
+        usage=usage,
+        error=error,
+        tokens=estimate_content(content),
+        model=model or turn.reply.model,
+    )
+    now = timezone.now()
+    with transaction.atomic():
+        written = Message.objects.filter(pk=reply.pk, status=Message.Status.STREAMING).update(
+            content=reply.content,
+            status=reply.status,
+            usage=reply.usage,
+            error=reply.error,
+            tokens=reply.tokens,
+            model=reply.model,
+            updated_at=now,
+        )
+        if not written:
+            return Message.objects.get(pk=reply.pk)  # closed elsewhere (stale): keep that
+        changes = {"updated_at": now}
+        if reply.seq == 2 and turn.state.entries:
+            changes["title"] = Case(
+                When(title=DEFAULT_TITLE, then=Value(title_from(turn.state.entries[-1].text))),
+                default=F("title"),
+            )
+        Conversation.objects.filter(pk=turn.conversation.pk).update(**changes)
+    return reply
+
+
+def replace_message(message: Message, **fields) -> Message:
+    """A copy of an unsaved-or-saved row with some fields changed (rows here are values)."""
+    copy = Message(
+        **{f.attname: getattr(message, f.attname) for f in Message._meta.concrete_fields}
+    )
+    for name, value in fields.items():
+        setattr(copy, name, value)
+    return copy
+
+
+def title_from(text: str) -> str:
+    first_line = " ".join(text.split())
+    if len(first_line) <= TITLE_CHARS:
+        return first_line
+    return first_line[:TITLE_CHARS].rsplit(" ", 1)[0] + "…"
+
+
+# --- the user's hands on the queue ---------------------------------------------------------------
+
+
+def cancel(user, conversation_id, seq) -> Message:
+    """Take back a queued message: its reply and itself become `cancelled`, never sent."""
+    try:
+        seq, conversation_id = int(seq), int(conversation_id)
+    except (TypeError, ValueError):
+        raise ActionError("Say which queued message to cancel.") from None
+    with transaction.atomic():
+        # The conversation's lock, as a claim takes it: a message is taken back or sent, never
+        # both.
+        if Conversation.objects.owned_by(user).locked(conversation_id) is None:
+            raise ActionError("That message does not exist.")
+        message = Message.objects.filter(
+            conversation_id=conversation_id, seq=seq, role=Message.Role.USER
+        ).first()
+        if message is None:
+            raise ActionError("That message does not exist.")
+        taken_back = Message.objects.filter(
+            conversation_id=message.conversation_id, seq=seq + 1, status=Message.Status.QUEUED
+        ).update(status=Message.Status.CANCELLED, updated_at=timezone.now())
+        if not taken_back:
+            raise ActionError("That message was already sent; it can no longer be taken back.")
+        message.status = Message.Status.CANCELLED
+        message.save(update_fields=["status", "updated_at"])
+    return message
+
+
+def request_stop(user, conversation_id) -> tuple[Message, ...]:
+    """Mark the streaming reply stopped (the process running it sees this even if the nudge over
+    the channel layer is lost). A reply whose process died is closed here and now; returns it."""
+    try:
+        conversation_id = int(conversation_id)
+    except (TypeError, ValueError):
+        raise ActionError("That conversation does not exist.") from None
+    if not Conversation.objects.owned_by(user).filter(pk=conversation_id).exists():
+        raise ActionError("That conversation does not exist.")
+    recovered = close_stale(stale_before(), conversation_id)
+    Message.objects.filter(conversation_id=conversation_id, status=Message.Status.STREAMING).update(
+        stop_requested=True
+    )
+    return recovered
+
+
+# --- recovery ----------------------------------------------------------------------------------
+
+
+def stale_before() -> datetime:
+    return timezone.now() - timedelta(seconds=settings.TURN_STALE_SECONDS)
+
+
+def close_stale(cutoff: datetime, conversation_id: int | None = None) -> tuple[Message, ...]:
+    """Close replies left streaming by a process that died: interrupted, with their saved text."""
+    rows = Message.objects.filter(status=Message.Status.STREAMING).filter(
+        Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True)
+    )
+    if conversation_id is not None:
+        rows = rows.filter(conversation_id=conversation_id)
+    closed = []
+    for row in rows:
+        row.content = [b for b in row.content if b.get("type") != "text" or b.get("text")]
+        row.status, row.error = Message.Status.INTERRUPTED, STOPPED_BY_SERVER
+        row.tokens = estimate_content(row.content) if row.content else 0
+        if Message.objects.filter(pk=row.pk, status=Message.Status.STREAMING).update(
+            status=row.status,
+            error=row.error,
+            content=row.content,
+            tokens=row.tokens,
+            updated_at=timezone.now(),
+        ):
+            closed.append(row)
+    return tuple(closed)
+
+
+def _recover(conversation: Conversation) -> tuple[Message, ...]:
+    """Inside a claim: close this conversation's stale reply or compaction, if any."""
+    cutoff = stale_before()
+    recovered: tuple[Message, ...] = ()
+    if conversation.streaming_id and _is_stale(conversation.streaming_heartbeat, cutoff):
+        recovered = close_stale(cutoff, conversation.pk)
+        conversation.streaming_id = None
+    if conversation.running_id and _is_stale(conversation.running_heartbeat, cutoff):
+        compaction.close_stale(cutoff, conversation.pk)
+        conversation.running_id = None
+    return recovered
+
+
+def _is_stale(heartbeat: datetime | None, cutoff: datetime) -> bool:
+    return heartbeat is None or heartbeat < cutoff
+
+
+def orphaned_queues(grace_seconds: float) -> list[int]:
+    """Conversations with a queued reply and nothing running: the process that would have
+    started it died between two steps. Only queues older than `grace_seconds`, so a queue whose
+    own process is about to claim it is left to that process."""
+    streaming = Message.objects.filter(
+        conversation=OuterRef("conversation"), status=Message.Status.STREAMING
+    )
+    running = Compaction.objects.filter(
+        conversation=OuterRef("conversation"), status=Compaction.Status.RUNNING
+    )
+    return list(
+        Message.objects.filter(
+            status=Message.Status.QUEUED,
+            created_at__lt=timezone.now() - timedelta(seconds=grace_seconds),
+            conversation__deleted_at__isnull=True,
+        )
+        .exclude(Exists(streaming))
+        .exclude(Exists(running))
+        .values_list("conversation_id", flat=True)
+        .distinct()
+    )

@@ -1,0 +1,176 @@
+"""The user's compaction actions: compact now, review a draft (approve, discard, regenerate),
+undo the latest boundary.
+
+Each validates and writes in one transaction (run on the database threads), then broadcasts the
+outcome to every tab of the conversation. "Compact now" and "regenerate" only claim the row and
+return it: the turn engine runs the summary, so a compaction and a reply never overlap.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from chat import broadcast, db, fragments
+from chat.models import Conversation, Message
+from chat.queue import close_stale, stale_before
+
+from . import run
+from .loading import load_panel, load_window
+from .models import Compaction
+from .run import CompactionRefused, Opened
+
+
+async def compact_now(user, conversation_id, instructions) -> Opened:
+    opened = await db.run(
+        _open_for_user, user, conversation_id, Compaction.Trigger.MANUAL, instructions
+    )
+    await broadcast.html(opened.conversation_id, fragments.progress("Compacting (manual)…"))
+    return opened
+
+
+async def regenerate(user, conversation_id, compaction_id, instructions) -> Opened:
+    """Throw the draft away and write a new one, steered by new instructions."""
+    opened = await db.run(
+        _open_for_user, user, conversation_id, None, instructions, discard=compaction_id
+    )
+    await broadcast.html(
+        opened.conversation_id, fragments.progress(f"Compacting ({opened.row.trigger})…")
+    )
+    return opened
+
+
+async def approve(user, conversation_id, compaction_id, summary) -> None:
+    await broadcast_outcome(await db.run(_approve, user, conversation_id, compaction_id, summary))
+
+
+async def discard(user, conversation_id, compaction_id) -> None:
+    await broadcast_outcome(await db.run(_discard, user, conversation_id, compaction_id))
+
+
+async def undo(user, conversation_id) -> None:
+    await broadcast_outcome(await db.run(_undo, user, conversation_id))
+
+
+async def broadcast_outcome(row: Compaction) -> None:
+    """Show every tab what a compaction changed: divider, review box, notice, context panel."""
+    panel, conversation = await db.run(_panel_of, row.conversation_id)
+    await broadcast.html(
+        row.conversation_id, fragments.compaction_outcome(row, panel, conversation)
+    )
+
+
+def _panel_of(conversation_id: int):
+    conversation = Conversation.objects.get(pk=conversation_id)
+    return load_panel(conversation, load_window(conversation)), conversation
+
+
+def _clean_instructions(instructions) -> str:
+    return str(instructions or "")[: settings.MAX_MESSAGE_CHARS]
+
+
+def _open_for_user(user, conversation_id, trigger, instructions, *, discard=None) -> Opened:
+    with transaction.atomic():
+        conversation = _locked(user, conversation_id)
+        cutoff = stale_before()
+        run.close_stale(cutoff, conversation.pk)  # one cut off by a dying process is released
+        close_stale(cutoff, conversation.pk)
+        if Message.objects.filter(
+            conversation=conversation, status=Message.Status.STREAMING
+        ).exists():
+            raise CompactionRefused("Wait for the reply to finish, then compact.")
+        if discard is not None:
+            trigger = _settle(
+                _draft(user, conversation_id, discard), Compaction.Status.DISCARDED
+            ).trigger
+        return run.open_locked(
+            conversation,
+            load_window(conversation),
+            trigger=trigger,
+            instructions=_clean_instructions(instructions),
+        )
+
+
+def _locked(user, conversation_id) -> Conversation:
+    try:
+        conversation = Conversation.objects.owned_by(user).locked(int(conversation_id))
+    except (TypeError, ValueError):
+        conversation = None
+    if conversation is None:
+        raise CompactionRefused("That conversation does not exist.")
+    return conversation
+
+
+def _draft(user, conversation_id, compaction_id) -> Compaction:
+    """A draft of this user's conversation, and of the conversation the request came from."""
+    try:
+        return Compaction.objects.select_related("conversation").get(
+            pk=int(compaction_id),
+            conversation_id=int(conversation_id),
+            status=Compaction.Status.DRAFT,
+            conversation__owner=user,
+            conversation__deleted_at__isnull=True,
+        )
+    except (Compaction.DoesNotExist, TypeError, ValueError):
+        raise CompactionRefused("That summary is no longer waiting for review.") from None
+
+
+def _settle(draft: Compaction, status: str, **fields) -> Compaction:
+    """Move a draft on, only if it is still a draft: a full window may have superseded it."""
+    changed = Compaction.objects.filter(pk=draft.pk, status=Compaction.Status.DRAFT).update(
+        status=status, updated_at=timezone.now(), **fields
+    )
+    if not changed:
+        raise CompactionRefused("That summary is no longer waiting for review.")
+    draft.refresh_from_db()
+    return draft
+
+
+def _approve(user, conversation_id, compaction_id, summary) -> Compaction:
+    draft = _draft(user, conversation_id, compaction_id)
+    summary = str(summary or "").strip()
+    if not summary:
+        raise CompactionRefused("An approved summary cannot be empty.")
+    edited = summary != draft.summary.strip()
+    post_tokens = draft.post_tokens
+    if edited:
+        state = load_window(draft.conversation)
+        post_tokens = run.post_tokens(state, summary, draft.first_kept_seq)
+        if post_tokens >= state.tokens:
+            raise CompactionRefused(
+                f"With this summary the window would hold {post_tokens:,} tokens, not fewer "
+                f"than the {state.tokens:,} it holds now. Shorten the summary."
+            )
+    return _settle(
+        draft,
+        Compaction.Status.COMMITTED,
+        summary=summary,
+        edited=edited,
+        post_tokens=post_tokens,
+    )
+
+
+def _discard(user, conversation_id, compaction_id) -> Compaction:
+    return _settle(_draft(user, conversation_id, compaction_id), Compaction.Status.DISCARDED)
+
+
+def _undo(user, conversation_id) -> Compaction:
+    with transaction.atomic():
+        conversation = _locked(user, conversation_id)
+        if Compaction.objects.filter(
+            conversation=conversation,
+            status__in=[Compaction.Status.RUNNING, Compaction.Status.DRAFT],
+        ).exists():
+            # A draft revises the summary being undone: undoing under it would bring it back.
+            raise CompactionRefused("Finish or discard the compaction in progress first.")
+        boundary = (
+            Compaction.objects.filter(conversation=conversation, status=Compaction.Status.COMMITTED)
+            .order_by("-id")
+            .first()
+        )
+        if boundary is None:
+            raise CompactionRefused("There is no compaction to undo.")
+        boundary.status = Compaction.Status.UNDONE
+        boundary.save(update_fields=["status", "updated_at"])
+    return boundary

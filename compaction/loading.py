@@ -1,0 +1,250 @@
+"""Loading the window: which transcript rows it carries, what it weighs, and the figures shown
+about it.
+
+The queries live here; the decisions stay pure (`build_state` over rows already loaded, the
+policy and the cut in their own modules). Every loader runs a fixed number of queries bounded by
+the window, never by the length of the conversation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+
+from django.conf import settings
+from django.db.models import F, Q, QuerySet
+from django.utils import timezone
+
+import providers
+from chat.models import Conversation, Message
+
+from .chart import sawtooth_svg
+from .entries import Entry
+from .models import Compaction
+from .policy import Budget
+from .tokens import (
+    MESSAGE_OVERHEAD,
+    estimate_content,
+    estimate_text,
+    usage_input_total,
+    window_total,
+)
+from .window import Window, assemble, summary_pair
+
+# The statuses of rows a window can carry: queued and streaming replies have not happened yet,
+# cancelled messages never will.
+SETTLED = (Message.Status.COMPLETE, Message.Status.INTERRUPTED, Message.Status.ERROR)
+CHART_TURNS = 120  # the chart shows the latest turns, so its cost does not grow without bound
+LISTED_BOUNDARIES = 20
+
+
+@dataclass(frozen=True)
+class WindowState:
+    """The window the next request carries, as plain values, and its size in tokens."""
+
+    system: str
+    summary: str | None
+    entries: list[Entry] = field(hash=False)  # transcript messages carried verbatim
+    pinned_before_cut: list[Entry] = field(hash=False)
+    boundary: Compaction | None
+    budget: Budget
+    head_tokens: int  # estimate for the system prompt, summary pair and pins
+    # (seq, tokens, head_then) of the latest reply whose reported usage describes this window's
+    # prefix; None: estimate it all.
+    anchor: tuple[int, int, int] | None
+    tokens: int
+
+    def window(self) -> Window:
+        return assemble(self.system, self.summary, self.entries, self.pinned_before_cut)
+
+    def extended(self, added: list[Entry], usage: dict | None = None) -> WindowState:
+        """The state once `added` (a user message, its reply) are in the transcript. The reply's
+        usage, when the server reported it, becomes the new anchor."""
+        entries = self.entries + added
+        anchor = self.anchor
+        if added and usage_input_total(usage) > 0:
+            output = int((usage or {}).get("output_tokens") or 0) + MESSAGE_OVERHEAD
+            anchor = (added[-1].seq, usage_input_total(usage) + output, self.head_tokens)
+        tokens = window_total(self.head_tokens, entries, anchor)
+        return replace(self, entries=entries, anchor=anchor, tokens=tokens)
+
+
+def budget_for(model: str) -> Budget:
+    total = settings.CONTEXT_BUDGET_TOKENS or providers.capabilities(model).context_window
+    return Budget(
+        total=total,
+        auto_at=settings.AUTO_COMPACT_AT,
+        keep_share=settings.KEEP_TAIL_SHARE,
+        # Room for the reply: the configured maximum, but never most of a small budget.
+        reserve=min(settings.CHAT_MAX_TOKENS, total // 10),
+    )
+
+
+def head_tokens(system: str, summary: str | None, pinned: list[Entry]) -> int:
+    head = estimate_text(system)
+    if summary:
+        head += sum(estimate_content(m["content"]) for m in summary_pair(summary, pinned))
+    return head
+
+
+def window_rows(conversation_id: int, first_kept: int, before_seq: int | None = None) -> QuerySet:
+    """The rows a window carries, oldest first: every settled message from the boundary on, and
+    the pinned ones before it (they ride in the summary message). `pin_id` marks pinned rows."""
+    rows = (
+        Message.objects.filter(conversation_id=conversation_id, status__in=SETTLED)
+        .filter(Q(seq__gte=first_kept) | Q(pin__isnull=False))
+        .annotate(pin_id=F("pin__id"))
+        .order_by("seq")
+    )
+    return rows if before_seq is None else rows.filter(seq__lt=before_seq)
+
+
+def build_state(
+    system: str, model: str, boundary: Compaction | None, rows: list[Message]
+) -> WindowState:
+    """The window over rows loaded by `window_rows`. No queries."""
+    first_kept = boundary.first_kept_seq if boundary else 1
+    entries = [r.to_entry(pinned=r.pin_id is not None) for r in rows if r.seq >= first_kept]
+    pinned = [r.to_entry(pinned=True) for r in rows if r.seq < first_kept]
+    summary = boundary.summary if boundary else None
+    head = head_tokens(system, summary, pinned)
+    anchor = _anchor([r for r in rows if r.seq >= first_kept], boundary, head)
+    return WindowState(
+        system=system,
+        summary=summary,
+        entries=entries,
+        pinned_before_cut=pinned,
+        boundary=boundary,
+        budget=budget_for(model),
+        head_tokens=head,
+        anchor=anchor,
+        tokens=window_total(head, entries, anchor),
+    )
+
+
+def _anchor(
+    rows: list[Message], boundary: Compaction | None, head_now: int
+) -> tuple[int, int, int] | None:
+    """The latest reply whose reported usage describes the current window's prefix.
+
+    Zero or missing usage is "unknown", never a figure: a server that reports zeros would
+    otherwise make every window look a few tokens long and compaction would never fire.
+    """
+    boundary_id = boundary.pk if boundary else None
+    for row in reversed(rows):
+        if (
+            row.role == Message.Role.ASSISTANT
+            and usage_input_total(row.usage) > 0
+            and row.window_boundary_id == boundary_id
+        ):
+            # The reply re-enters the next request as a message: its output plus framing.
+            output = int(row.usage.get("output_tokens") or 0) + MESSAGE_OVERHEAD
+            head_then = head_now if row.window_head_tokens is None else row.window_head_tokens
+            return row.seq, usage_input_total(row.usage) + output, head_then
+    return None
+
+
+def latest_boundary(conversation_id: int) -> Compaction | None:
+    return (
+        Compaction.objects.filter(
+            conversation_id=conversation_id, status=Compaction.Status.COMMITTED
+        )
+        .order_by("-id")
+        .first()
+    )
+
+
+def load_window(conversation: Conversation, before_seq: int | None = None) -> WindowState:
+    """The window the next request would carry (two queries)."""
+    boundary = latest_boundary(conversation.pk)
+    first_kept = boundary.first_kept_seq if boundary else 1
+    rows = list(window_rows(conversation.pk, first_kept, before_seq))
+    return build_state(conversation.system_prompt, conversation.model, boundary, rows)
+
+
+# --- the context panel's figures ---------------------------------------------------------------
+
+
+@dataclass
+class Panel:
+    """Numbers for the context panel: the meter, its breakdown, the sawtooth, the boundaries."""
+
+    tokens: int
+    budget: int
+    threshold: int
+    reserve: int
+    system_tokens: int
+    summary_tokens: int
+    history_tokens: int
+    first_kept_seq: int
+    boundaries: list[Compaction]
+    per_turn: list[int]  # input tokens of the latest replies, oldest first
+    chart_capped: bool  # the chart shows only the latest CHART_TURNS replies
+    draft: Compaction | None
+    paused_until: datetime | None
+
+    def pct(self, value: int) -> float:
+        return round(100 * value / self.budget, 1) if self.budget else 0
+
+    @property
+    def threshold_pct(self) -> float:
+        return self.pct(self.threshold)
+
+    @property
+    def segments(self) -> list[tuple[str, str, int, float]]:
+        parts = [
+            ("system", "System prompt", self.system_tokens),
+            ("summary", "Summary", self.summary_tokens),
+            ("history", "Kept history", self.history_tokens),
+            ("reserve", "Reply reserve", self.reserve),
+        ]
+        return [(key, label, value, self.pct(value)) for key, label, value in parts]
+
+    @property
+    def chart(self) -> str:
+        return sawtooth_svg(
+            self.per_turn + [self.tokens], budget=self.budget, threshold=self.threshold
+        )
+
+
+def load_panel(conversation: Conversation, state: WindowState) -> Panel:
+    """The panel's figures: the window's from `state`, the rest in two queries."""
+    replies = list(
+        Message.objects.filter(
+            conversation_id=conversation.pk, role=Message.Role.ASSISTANT, usage__isnull=False
+        )
+        .order_by("-seq")
+        .values_list("usage", flat=True)[:CHART_TURNS]
+    )
+    per_turn = [t for t in (usage_input_total(u) for u in reversed(replies)) if t > 0]
+    # The draft, if any, is the newest open compaction: it comes with the listed boundaries.
+    rows = list(
+        Compaction.objects.filter(
+            conversation_id=conversation.pk,
+            status__in=[
+                Compaction.Status.COMMITTED,
+                Compaction.Status.UNDONE,
+                Compaction.Status.DRAFT,
+            ],
+        ).order_by("-id")[: LISTED_BOUNDARIES + 1]
+    )
+    draft = next((r for r in rows if r.status == Compaction.Status.DRAFT), None)
+    boundaries = [r for r in rows if r.status != Compaction.Status.DRAFT][:LISTED_BOUNDARIES]
+    system_tokens = estimate_text(conversation.system_prompt)
+    paused = conversation.auto_compact_paused_until
+    return Panel(
+        tokens=state.tokens,
+        budget=state.budget.total,
+        threshold=state.budget.threshold,
+        reserve=state.budget.reserve,
+        system_tokens=system_tokens,
+        summary_tokens=state.head_tokens - system_tokens,
+        history_tokens=max(state.tokens - state.head_tokens, 0),
+        first_kept_seq=state.boundary.first_kept_seq if state.boundary else 1,
+        boundaries=boundaries,
+        per_turn=per_turn,
+        chart_capped=len(replies) == CHART_TURNS,
+        draft=draft,
+        # An expired pause is no pause: say so only while it holds.
+        paused_until=paused if paused and paused > timezone.now() else None,
+    )

@@ -1,0 +1,290 @@
+"""Running a compaction: claim its row, summarise, close the row with its numbers.
+
+Opening happens inside a transaction the caller holds on the conversation (the turn engine's
+claim, or a user's "compact now"), so a compaction and a reply never start together. Running is
+one model call (or the rule-based brief), then a conditional write: a row that stopped being
+`running` meanwhile (recovered as stale by another process) is not overwritten.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import Case, F, Q, Value, When
+from django.utils import timezone
+
+import providers
+from chat import db
+from chat.models import Conversation
+from providers.values import Request
+
+from . import summarise as brief
+from .cut import choose_cut
+from .entries import Entry
+from .loading import WindowState, head_tokens, load_window
+from .models import Compaction
+from .policy import Budget
+from .tokens import CHARS_PER_TOKEN
+
+INTERRUPTED = "Interrupted: the server stopped while it ran."
+
+
+class CompactionRefused(Exception):
+    """The compaction did not start; `reason` says why, for the user."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Opened:
+    """A compaction claimed and ready to run, with everything it needs."""
+
+    row: Compaction
+    conversation: Conversation
+    state: WindowState
+    older: list[Entry]
+    # Opened by the pre-send check: the queued reply it makes room for runs after it.
+    before_reply: bool = False
+
+    @property
+    def conversation_id(self) -> int:
+        return self.conversation.pk
+
+
+def open_locked(
+    conversation: Conversation,
+    state: WindowState,
+    *,
+    trigger: str,
+    instructions: str = "",
+    before_reply: bool = False,
+) -> Opened:
+    """Claim the conversation for one compaction. The caller holds the conversation's row lock."""
+    if before_reply:
+        # The window no longer fits: a draft still waiting for review cannot hold up the request.
+        # It stays in admin, marked, and this compaction commits directly.
+        Compaction.objects.filter(
+            conversation_id=conversation.pk, status=Compaction.Status.DRAFT
+        ).update(
+            status=Compaction.Status.DISCARDED,
+            error="Superseded: the window was full before the draft was reviewed.",
+            updated_at=timezone.now(),
+        )
+    open_one = (
+        Compaction.objects.filter(
+            conversation_id=conversation.pk,
+            status__in=[Compaction.Status.RUNNING, Compaction.Status.DRAFT],
+        )
+        .only("status")
+        .first()
+    )
+    if open_one is not None:
+        if open_one.status == Compaction.Status.DRAFT:
+            raise CompactionRefused("A draft summary is waiting for your review first.")
+        raise CompactionRefused("A compaction is already running for this conversation.")
+    cut = choose_cut(state.entries, state.budget.keep_tokens)
+    if cut is None:
+        raise CompactionRefused("Nothing to compact yet: the window holds only the latest turn.")
+    try:
+        with transaction.atomic():
+            row = Compaction.objects.create(
+                conversation=conversation,
+                trigger=trigger,
+                instructions=instructions.strip(),
+                first_kept_seq=cut,
+                pre_tokens=state.tokens,
+                heartbeat_at=timezone.now(),
+            )
+    except IntegrityError:
+        raise CompactionRefused("A compaction is already running for this conversation.") from None
+    older = [e for e in state.entries if e.seq < cut]
+    return Opened(row, conversation, state, older, before_reply)
+
+
+def open_auto(conversation_id: int) -> Opened | None:
+    """After a reply crossed the threshold: claim an auto-compaction, unless another reply has
+    started meanwhile (it will decide again when it ends) or there is nothing to cut."""
+    with transaction.atomic():
+        conversation = Conversation.objects.locked(conversation_id)
+        if conversation is None or conversation.messages.filter(status="streaming").exists():
+            return None
+        try:
+            return open_locked(
+                conversation, load_window(conversation), trigger=Compaction.Trigger.AUTO
+            )
+        except CompactionRefused:
+            return None
+
+
+async def run(opened: Opened) -> Compaction:
+    """Summarise and close the row: committed, a draft to review, or failed. Never left running."""
+    row, conversation = opened.row, opened.conversation
+    started = time.monotonic()
+    try:
+        result = await summarise(
+            providers.client_for(conversation.model),
+            conversation.model,
+            opened.older,
+            opened.state.summary,
+            row.instructions,
+            max_tokens=settings.SUMMARY_MAX_TOKENS,
+            max_chars=fallback_chars(opened.state.budget, sum(e.tokens for e in opened.older)),
+        )
+        review = conversation.review_compactions and not opened.before_reply
+        duration_ms = int((time.monotonic() - started) * 1000)
+        return await db.run(close, opened, result, duration_ms, review=review)
+    except BaseException as exc:
+        # Cancelled (Stop, shutdown) or crashed: release the conversation at once.
+        await asyncio.shield(db.run(mark_failed, row.pk, f"{type(exc).__name__}: {exc}"))
+        raise
+
+
+async def summarise(
+    client,
+    model: str,
+    entries: list[Entry],
+    previous_summary: str | None,
+    instructions: str = "",
+    *,
+    max_tokens: int = 4096,
+    max_chars: int = 6000,
+) -> brief.SummaryResult:
+    """One model call for the summary, falling back to rules on any fault. Never empty."""
+    if not client.capabilities(model).can_summarise:
+        # An offline stand-in cannot summarise; rules are the honest answer, not a failure.
+        return brief.by_rules(entries, previous_summary, instructions, max_chars=max_chars)
+    system, messages = brief.build_summary_request(entries, previous_summary, instructions)
+    request = Request(model=model, system=system, messages=messages, max_tokens=max_tokens)
+    try:
+        final = await providers.complete(client, request)
+    except Exception as exc:  # provider faults of any kind fall back, never lose the turn
+        reason = getattr(exc, "reason", None) or str(exc) or type(exc).__name__
+        return brief.by_rules(
+            entries,
+            previous_summary,
+            instructions,
+            max_chars=max_chars,
+            error=f"model summary call failed: {reason}",
+        )
+    return brief.from_output(
+        final.text,
+        final.stop_reason,
+        final.usage.as_dict() or {},
+        entries,
+        previous_summary,
+        instructions,
+        max_chars=max_chars,
+    )
+
+
+def fallback_chars(budget: Budget, replaced_tokens: int) -> int:
+    """Size of a rule-based summary: well under what it replaces and a small share of the
+    budget, so that falling back shrinks the window (a compaction that would not is refused)."""
+    tokens = min(int(replaced_tokens * 0.7), int(budget.total * 0.15))
+    return max(int(tokens * CHARS_PER_TOKEN), 600)
+
+
+def post_tokens(state: WindowState, summary: str, cut: int) -> int:
+    """The window's size once a boundary with `summary` at `cut` is in force."""
+    kept = [e for e in state.entries if e.seq >= cut]
+    pinned = state.pinned_before_cut + [e for e in state.entries if e.seq < cut and e.pinned]
+    return head_tokens(state.system, summary, pinned) + sum(e.tokens for e in kept)
+
+
+def close(opened: Opened, result: brief.SummaryResult, duration_ms: int, *, review: bool):
+    row = opened.row
+    row.summary = result.summary
+    row.raw_output = result.raw_output
+    row.summariser = result.summariser
+    row.usage = result.usage or None
+    row.error = result.error
+    row.duration_ms = duration_ms
+    row.post_tokens = post_tokens(opened.state, result.summary, row.first_kept_seq)
+    if not result.summary.strip():
+        row.status = Compaction.Status.FAILED
+        row.error = row.error or "The summary was empty."
+    elif row.post_tokens >= row.pre_tokens:
+        row.status = Compaction.Status.FAILED
+        row.error = (
+            f"The summary ({row.post_tokens} tokens with the kept tail) would not make the "
+            f"window smaller than {row.pre_tokens}; nothing was committed."
+        )
+    else:
+        row.status = Compaction.Status.DRAFT if review else Compaction.Status.COMMITTED
+    fields = [
+        "summary",
+        "raw_output",
+        "summariser",
+        "usage",
+        "error",
+        "duration_ms",
+        "post_tokens",
+        "status",
+    ]
+    with transaction.atomic():
+        written = Compaction.objects.filter(pk=row.pk, status=Compaction.Status.RUNNING).update(
+            updated_at=timezone.now(), **{f: getattr(row, f) for f in fields}
+        )
+        if not written:
+            return Compaction.objects.get(pk=row.pk)  # recovered as stale meanwhile
+        if row.trigger == Compaction.Trigger.AUTO:
+            _count_auto_outcome(opened.conversation_id, row.status == Compaction.Status.FAILED)
+    return row
+
+
+def _count_auto_outcome(conversation_id: int, failed: bool) -> None:
+    """Repeated failures usually mean the provider is down or the summary does not fit: after
+    COMPACT_FAILURE_LIMIT in a row, auto-compaction rests for COMPACT_PAUSE_MINUTES."""
+    conversations = Conversation.objects.filter(pk=conversation_id)
+    if not failed:
+        conversations.update(auto_compact_failures=0, auto_compact_paused_until=None)
+        return
+    limit = settings.COMPACT_FAILURE_LIMIT
+    until = timezone.now() + timedelta(minutes=settings.COMPACT_PAUSE_MINUTES)
+    conversations.update(
+        auto_compact_failures=F("auto_compact_failures") + 1,
+        auto_compact_paused_until=Case(
+            When(auto_compact_failures__gte=limit - 1, then=Value(until)),
+            default=F("auto_compact_paused_until"),
+        ),
+    )
+
+
+def mark_failed(compaction_id: int, error: str) -> None:
+    Compaction.objects.filter(pk=compaction_id, status=Compaction.Status.RUNNING).update(
+        status=Compaction.Status.FAILED, error=error[:2000], updated_at=timezone.now()
+    )
+
+
+# --- liveness ------------------------------------------------------------------------------------
+
+
+def stale(cutoff: datetime, conversation_id: int | None = None):
+    """Running compactions whose process stopped touching them: it died."""
+    rows = Compaction.objects.filter(status=Compaction.Status.RUNNING).filter(
+        Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True)
+    )
+    return rows if conversation_id is None else rows.filter(conversation_id=conversation_id)
+
+
+def close_stale(cutoff: datetime, conversation_id: int | None = None) -> list[int]:
+    """Fail compactions cut off by a dying process; returns their conversations."""
+    found = list(stale(cutoff, conversation_id).values_list("pk", "conversation_id"))
+    if found:
+        Compaction.objects.filter(
+            pk__in=[pk for pk, _ in found], status=Compaction.Status.RUNNING
+        ).update(status=Compaction.Status.FAILED, error=INTERRUPTED, updated_at=timezone.now())
+    return sorted({conversation for _, conversation in found})
+
+
+def touch(compaction_ids: list[int]) -> None:
+    Compaction.objects.filter(pk__in=compaction_ids, status=Compaction.Status.RUNNING).update(
+        heartbeat_at=timezone.now()
+    )

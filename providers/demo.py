@@ -1,0 +1,145 @@
+"""An offline, deterministic stand-in model that describes the window it was sent.
+
+With no API key a newcomer still sees the whole app work: the demo streams word by word, says how
+many messages and tokens its window holds and whether a summary heads it, and, asked a question,
+quotes the line of its window that best matches, so what the model still "remembers" after a
+compaction is visible.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import AsyncIterator
+
+from compaction.tokens import block_text, estimate_request, estimate_text
+from compaction.window import SUMMARY_ACK, SUMMARY_INTRO
+
+from .values import Capabilities, Event, Final, Request, TextDelta, Usage
+
+MODEL = "demo"
+# Small on purpose: a newcomer sees compaction after a handful of turns.
+CONTEXT_WINDOW = 2_000
+
+STOP_WORDS = frozenset(
+    """
+    the and for are but not you your yours all any can had her was one our out has have him his
+    how its may who why what when where which with this that these those from they them their
+    there then than too very just also into onto about over under some such only own same so
+    does did doing done would could should will shall been being were is it of to in on at by
+    me my mine we us i a an or if as be do no yes get got let say said tell told please
+    """.split()
+)
+WORD_RE = re.compile(r"[^\W\d_]{3,}")
+
+
+class DemoClient:
+    """Streams its reply word by word, `word_delay` seconds apart (so Stop can be seen)."""
+
+    name = "demo"
+
+    def __init__(self, *, word_delay: float = 0.0) -> None:
+        self.word_delay = max(0.0, word_delay)
+
+    def capabilities(self, model: str) -> Capabilities:
+        # It cannot write a summary: compaction uses the rule-based brief, honestly labelled.
+        return Capabilities(context_window=CONTEXT_WINDOW, can_summarise=False, offline=True)
+
+    async def stream(self, request: Request) -> AsyncIterator[Event]:
+        text = compose(request.system, request.messages)
+        for i, chunk in enumerate(re.findall(r"\S+\s*", text)):
+            if i:
+                # Zero still yields to the loop, so a stop request can land between words.
+                await asyncio.sleep(self.word_delay)
+            yield TextDelta(chunk)
+        usage = Usage(
+            input_tokens=estimate_request(request.system, request.messages),
+            output_tokens=estimate_text(text),
+            cache_read_input_tokens=0,
+            cache_creation_input_tokens=0,
+        )
+        yield Final(
+            content=[{"type": "text", "text": text}],
+            stop_reason="end_turn",
+            usage=usage,
+            model=MODEL,
+        )
+
+
+def compose(system: str, messages: list[dict]) -> str:
+    """The whole reply, a pure function of the request."""
+    tokens = estimate_request(system, messages)
+    summarised = bool(
+        messages
+        and messages[0].get("role") == "user"
+        and _message_text(messages[0]).startswith(SUMMARY_INTRO)
+    )
+    head = (
+        f"I'm the offline demo model. My window holds {_plural(len(messages), 'message')} "
+        f"(about {_plural(tokens, 'token')}), "
+        + (
+            "headed by a summary of earlier turns."
+            if summarised
+            else "with no summary of earlier turns."
+        )
+    )
+    parts = [head]
+
+    last = len(messages) - 1
+    while last >= 0 and messages[last].get("role") != "user":
+        last -= 1
+    if last < 0:
+        parts.append("There is no user message in my window to answer.")
+        return "\n\n".join(parts)
+
+    said = " ".join(_message_text(messages[last]).split())
+    parts.append(f"You said: “{_short(said, 160)}”")
+    if "?" in said:
+        line = _best_line(said, messages[:last] + messages[last + 1 :])
+        if line:
+            parts.append(
+                "The line in my window that best matches your question:\n\n> " + _short(line)
+            )
+        else:
+            parts.append("Nothing in my window matches your question.")
+    return "\n\n".join(parts)
+
+
+def _best_line(question: str, window: list[dict]) -> str | None:
+    wanted = _words(question)
+    best, best_score = None, 0
+    for message in window:
+        if message["role"] == "assistant":
+            continue  # quote what the user (or the summary) said, not the demo's own echoes
+        text = _message_text(message)
+        if text.startswith(SUMMARY_INTRO):
+            text = text[len(SUMMARY_INTRO) :]
+        for line in text.splitlines():
+            line = line.strip()
+            if not line or line == SUMMARY_ACK:
+                continue
+            score = len(wanted & _words(line))
+            # `>=`: on a tie the later (more recent) line wins.
+            if score and score >= best_score:
+                best, best_score = line, score
+    return best
+
+
+def _words(text: str) -> set[str]:
+    return {w for w in WORD_RE.findall(text.lower()) if w not in STOP_WORDS}
+
+
+def _message_text(message: dict) -> str:
+    content = message.get("content", "")
+    if isinstance(content, str):
+        return content
+    return "\n".join(block_text(b) for b in content)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
+
+
+def _short(text: str, limit: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
