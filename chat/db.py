@@ -9,6 +9,7 @@ each call exactly as Django does around a request (`CONN_MAX_AGE`, `CONN_HEALTH_
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
@@ -37,4 +38,12 @@ def _call[R](function: Callable[..., R]) -> R:
 
 async def run[**P, R](function: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
     call = partial(_call, partial(function, *args, **kwargs))
-    return await sync_to_async(call, thread_sensitive=False, executor=_pool())()
+    running = asyncio.ensure_future(sync_to_async(call, thread_sensitive=False, executor=_pool())())
+    try:
+        return await asyncio.shield(running)
+    except asyncio.CancelledError:
+        # A thread cannot be stopped: the call goes on to its end (its transaction commits or
+        # rolls back whole). Let it, so a cancelled caller never leaves database work behind
+        # it (a shutdown, or a test's teardown, would otherwise race it).
+        await asyncio.wait([running])
+        raise

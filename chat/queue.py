@@ -24,11 +24,12 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Case, Exists, F, OuterRef, Q, Subquery, Value, When
+from django.db.models import Case, Exists, F, OuterRef, Q, Subquery, TextField, Value, When
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from compaction import run as compaction
-from compaction.loading import WindowState, budget_for, build_state, window_rows
+from compaction.loading import WindowState, budget_for, build_state
 from compaction.models import Compaction
 from compaction.policy import must_compact_before_send
 from compaction.tokens import estimate_content, estimate_text
@@ -89,16 +90,17 @@ def clean_user_text(text) -> str:
 
 def append(user, conversation_id: int, text: str) -> Claim:
     """Store the user's message and the reply row that will answer it, in one transaction, and
-    claim that reply if nothing else runs. Three queries when it starts at once: the locked
-    conversation with everything the decision needs, the window's rows, the two inserts."""
+    claim that reply if nothing else runs. Three queries: lock the conversation, read what the
+    decision needs with the window's rows, insert the two messages."""
     content = [{"type": "text", "text": text}]
     with transaction.atomic():
-        conversation = _locked(conversation_id, user)
+        conversation = _lock(conversation_id, user)
         if conversation is None:
             raise ActionError("That conversation does not exist.")
-        recovered = _recover(conversation)
         _check_fits_alone(conversation, content)
-        seq = (conversation.last_seq or 0) + 1
+        seen = _snapshot(conversation)
+        recovered = _recover(conversation, seen)
+        seq = seen.last_seq + 1
         message = Message(
             conversation=conversation,
             seq=seq,
@@ -114,17 +116,17 @@ def append(user, conversation_id: int, text: str) -> Claim:
             status=Message.Status.QUEUED,
             model=conversation.model,
         )
-        if _busy(conversation):
+        if seen.busy:
             _insert(message, reply)
             return Claim(None, message, queued=True, recovered=recovered)
-        if conversation.next_queued_id:
+        if seen.next_queued_id:
             # Older messages wait with nothing running (their process died between two
             # steps): this one goes behind them and the oldest starts now.
             _insert(message, reply)
-            step = _claim_oldest(conversation, compact=True)
+            step = _claim_oldest(conversation, seen, compact=True)
             return Claim(step, message, queued=True, recovered=recovered)
-        state = _state(conversation, before_seq=seq).extended([message.to_entry()])
-        step = _decide(conversation, reply, state, compact=True, insert=[message])
+        state = seen.state(conversation, before_seq=seq).extended([message.to_entry()])
+        step = _decide(conversation, seen, reply, state, compact=True, insert=[message])
         return Claim(step, message, queued=isinstance(step, compaction.Opened), recovered=recovered)
 
 
@@ -132,89 +134,133 @@ def claim_next(conversation_id: int, *, compact: bool = True) -> Claim:
     """Claim the conversation's oldest queued reply, if nothing else runs. `compact=False` after
     a compaction made room for this very reply: if it still does not fit, it is refused."""
     with transaction.atomic():
-        conversation = _locked(conversation_id)
+        conversation = _lock(conversation_id)
         if conversation is None:
             return Claim(None)
-        recovered = _recover(conversation)
-        if _busy(conversation) or not conversation.next_queued_id:
+        seen = _snapshot(conversation)
+        recovered = _recover(conversation, seen)
+        if seen.busy or not seen.next_queued_id:
             return Claim(None, recovered=recovered)
-        return Claim(_claim_oldest(conversation, compact=compact), recovered=recovered)
+        return Claim(_claim_oldest(conversation, seen, compact=compact), recovered=recovered)
 
 
-def _claim_oldest(conversation: Conversation, *, compact: bool) -> Step:
+def _claim_oldest(conversation: Conversation, seen: Snapshot, *, compact: bool) -> Step:
     reply = Message(
-        pk=conversation.next_queued_id,
+        pk=seen.next_queued_id,
         conversation=conversation,
-        seq=conversation.next_queued_seq,
+        seq=seen.next_queued_seq,
         role=Message.Role.ASSISTANT,
         content=[],
         status=Message.Status.QUEUED,
         model=conversation.model,
     )
-    state = _state(conversation, before_seq=reply.seq)
-    return _decide(conversation, reply, state, compact=compact)
+    state = seen.state(conversation, before_seq=reply.seq)
+    return _decide(conversation, seen, reply, state, compact=compact)
 
 
-def _locked(conversation_id: int, user=None) -> Conversation | None:
-    """The conversation, row-locked for this transaction, with what a claim decides on."""
-    of_conversation = {"conversation": OuterRef("pk")}
-    boundary = Compaction.objects.filter(
-        **of_conversation, status=Compaction.Status.COMMITTED
-    ).order_by("-id")
-    streaming = Message.objects.filter(**of_conversation, status=Message.Status.STREAMING)
-    running = Compaction.objects.filter(**of_conversation, status=Compaction.Status.RUNNING)
-    queued = Message.objects.filter(**of_conversation, status=Message.Status.QUEUED).order_by("seq")
+def _lock(conversation_id, user=None) -> Conversation | None:
+    """The conversation, row-locked for this transaction: every change to its queue (a send, a
+    claim, a cancel, opening a compaction) takes this lock first, so they happen one at a time
+    and each statement after it sees the others' committed work."""
     rows = Conversation.objects.owned_by(user) if user is not None else Conversation.objects
     try:
         return (
             rows.filter(pk=int(conversation_id), deleted_at__isnull=True)
-            .select_for_update(of=("self",))
-            .annotate(
-                last_seq=Subquery(
-                    Message.objects.filter(**of_conversation).order_by("-seq").values("seq")[:1]
-                ),
-                boundary_id=Subquery(boundary.values("id")[:1]),
-                boundary_first_kept=Subquery(boundary.values("first_kept_seq")[:1]),
-                boundary_summary=Subquery(boundary.values("summary")[:1]),
-                boundary_post_tokens=Subquery(boundary.values("post_tokens")[:1]),
-                streaming_id=Subquery(streaming.values("id")[:1]),
-                streaming_heartbeat=Subquery(streaming.values("heartbeat_at")[:1]),
-                running_id=Subquery(running.values("id")[:1]),
-                running_heartbeat=Subquery(running.values("heartbeat_at")[:1]),
-                next_queued_id=Subquery(queued.values("id")[:1]),
-                next_queued_seq=Subquery(queued.values("seq")[:1]),
-                has_draft=Exists(
-                    Compaction.objects.filter(**of_conversation, status=Compaction.Status.DRAFT)
-                ),
-            )
-            .get()
+            .select_for_update()
+            .first()
         )
-    except (Conversation.DoesNotExist, TypeError, ValueError):
+    except (TypeError, ValueError):
         return None
 
 
-def _boundary(conversation: Conversation) -> Compaction | None:
-    if conversation.boundary_id is None:
-        return None
-    return Compaction(
-        pk=conversation.boundary_id,
-        conversation_id=conversation.pk,
-        status=Compaction.Status.COMMITTED,
-        first_kept_seq=conversation.boundary_first_kept,
-        summary=conversation.boundary_summary,
-        post_tokens=conversation.boundary_post_tokens,
+@dataclass
+class Snapshot:
+    """What a claim decides on, read in one query under the conversation's lock."""
+
+    rows: list[Message]  # the window's candidates and the latest message
+    last_seq: int = 0
+    boundary: Compaction | None = None
+    streaming_id: int | None = None
+    streaming_heartbeat: datetime | None = None
+    running_id: int | None = None
+    running_heartbeat: datetime | None = None
+    next_queued_id: int | None = None
+    next_queued_seq: int | None = None
+    has_draft: bool = False
+
+    @property
+    def busy(self) -> bool:
+        return bool(self.streaming_id or self.running_id)
+
+    def state(self, conversation: Conversation, *, before_seq: int) -> WindowState:
+        return build_state(
+            conversation.system_prompt, conversation.model, self.boundary, self.rows, before_seq
+        )
+
+
+def _snapshot(conversation: Conversation) -> Snapshot:
+    """One query: the window's rows (from the boundary on, the pinned ones before it) and the
+    latest message, each carrying the conversation's state as columns (subqueries the database
+    evaluates once). An empty result is an empty conversation: nothing can be running."""
+    of_it = {"conversation_id": conversation.pk}
+    boundary = Compaction.objects.filter(**of_it, status=Compaction.Status.COMMITTED).order_by(
+        "-id"
     )
-
-
-def _state(conversation: Conversation, *, before_seq: int) -> WindowState:
-    boundary = _boundary(conversation)
-    first_kept = boundary.first_kept_seq if boundary else 1
-    rows = list(window_rows(conversation.pk, first_kept, before_seq))
-    return build_state(conversation.system_prompt, conversation.model, boundary, rows)
-
-
-def _busy(conversation: Conversation) -> bool:
-    return bool(conversation.streaming_id or conversation.running_id)
+    streaming = Message.objects.filter(**of_it, status=Message.Status.STREAMING)
+    running = Compaction.objects.filter(**of_it, status=Compaction.Status.RUNNING)
+    queued = Message.objects.filter(**of_it, status=Message.Status.QUEUED).order_by("seq")
+    last_seq = Subquery(Message.objects.filter(**of_it).order_by("-seq").values("seq")[:1])
+    first_kept = Coalesce(Subquery(boundary.values("first_kept_seq")[:1]), Value(1))
+    rows = list(
+        Message.objects.filter(**of_it)
+        .filter(Q(seq__gte=first_kept) | Q(pin__isnull=False) | Q(seq=last_seq))
+        .annotate(
+            pin_id=F("pin__id"),
+            last_seq=last_seq,
+            boundary_id=Subquery(boundary.values("id")[:1]),
+            boundary_first_kept=first_kept,
+            boundary_post_tokens=Subquery(boundary.values("post_tokens")[:1]),
+            # Carried on the latest row only: the summary can be long.
+            boundary_summary=Case(
+                When(seq=last_seq, then=Subquery(boundary.values("summary")[:1])),
+                default=None,
+                output_field=TextField(),
+            ),
+            streaming_id=Subquery(streaming.values("id")[:1]),
+            streaming_heartbeat=Subquery(streaming.values("heartbeat_at")[:1]),
+            running_id=Subquery(running.values("id")[:1]),
+            running_heartbeat=Subquery(running.values("heartbeat_at")[:1]),
+            next_queued_id=Subquery(queued.values("id")[:1]),
+            next_queued_seq=Subquery(queued.values("seq")[:1]),
+            has_draft=Exists(Compaction.objects.filter(**of_it, status=Compaction.Status.DRAFT)),
+        )
+        .order_by("seq")
+    )
+    if not rows:
+        return Snapshot(rows=[])
+    latest = rows[-1]
+    boundary_row = None
+    if latest.boundary_id is not None:
+        boundary_row = Compaction(
+            pk=latest.boundary_id,
+            conversation_id=conversation.pk,
+            status=Compaction.Status.COMMITTED,
+            first_kept_seq=latest.boundary_first_kept,
+            summary=latest.boundary_summary or "",
+            post_tokens=latest.boundary_post_tokens,
+        )
+    return Snapshot(
+        rows=rows,
+        last_seq=latest.last_seq,
+        boundary=boundary_row,
+        streaming_id=latest.streaming_id,
+        streaming_heartbeat=latest.streaming_heartbeat,
+        running_id=latest.running_id,
+        running_heartbeat=latest.running_heartbeat,
+        next_queued_id=latest.next_queued_id,
+        next_queued_seq=latest.next_queued_seq,
+        has_draft=latest.has_draft,
+    )
 
 
 def _check_fits_alone(conversation: Conversation, content: list[dict]) -> None:
@@ -231,6 +277,7 @@ def _check_fits_alone(conversation: Conversation, content: list[dict]) -> None:
 
 def _decide(
     conversation: Conversation,
+    seen: Snapshot,
     reply: Message,
     state: WindowState,
     *,
@@ -241,11 +288,11 @@ def _decide(
     if not must_compact_before_send(state.tokens, 0, state.budget):
         reply.status = Message.Status.STREAMING
         reply.heartbeat_at = timezone.now()
-        reply.window_boundary_id = conversation.boundary_id
+        reply.window_boundary_id = seen.boundary.pk if seen.boundary else None
         reply.window_head_tokens = state.head_tokens
         if not _store(reply, insert):
             return None
-        return Turn(conversation, reply, state, has_draft=conversation.has_draft)
+        return Turn(conversation, reply, state, has_draft=seen.has_draft)
     if compact:
         try:
             opened = compaction.open_locked(
@@ -454,16 +501,16 @@ def close_stale(cutoff: datetime, conversation_id: int | None = None) -> tuple[M
     return tuple(closed)
 
 
-def _recover(conversation: Conversation) -> tuple[Message, ...]:
+def _recover(conversation: Conversation, seen: Snapshot) -> tuple[Message, ...]:
     """Inside a claim: close this conversation's stale reply or compaction, if any."""
     cutoff = stale_before()
     recovered: tuple[Message, ...] = ()
-    if conversation.streaming_id and _is_stale(conversation.streaming_heartbeat, cutoff):
+    if seen.streaming_id and _is_stale(seen.streaming_heartbeat, cutoff):
         recovered = close_stale(cutoff, conversation.pk)
-        conversation.streaming_id = None
-    if conversation.running_id and _is_stale(conversation.running_heartbeat, cutoff):
+        seen.streaming_id = None
+    if seen.running_id and _is_stale(seen.running_heartbeat, cutoff):
         compaction.close_stale(cutoff, conversation.pk)
-        conversation.running_id = None
+        seen.running_id = None
     return recovered
 
 

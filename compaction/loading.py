@@ -100,10 +100,23 @@ def window_rows(conversation_id: int, first_kept: int, before_seq: int | None = 
 
 
 def build_state(
-    system: str, model: str, boundary: Compaction | None, rows: list[Message]
+    system: str,
+    model: str,
+    boundary: Compaction | None,
+    rows: list[Message],
+    before_seq: int | None = None,
 ) -> WindowState:
-    """The window over rows loaded by `window_rows`. No queries."""
+    """The window over loaded rows (no queries). Rows it does not carry are skipped, so callers
+    may pass a superset of `window_rows`: newer or unsettled messages, or those before the cut
+    that are not pinned."""
     first_kept = boundary.first_kept_seq if boundary else 1
+    rows = [
+        r
+        for r in rows
+        if r.status in SETTLED
+        and (before_seq is None or r.seq < before_seq)
+        and (r.seq >= first_kept or r.pin_id is not None)
+    ]
     entries = [r.to_entry(pinned=r.pin_id is not None) for r in rows if r.seq >= first_kept]
     pinned = [r.to_entry(pinned=True) for r in rows if r.seq < first_kept]
     summary = boundary.summary if boundary else None

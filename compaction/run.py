@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.db.models import Case, F, Q, Value, When
+from django.db.models import Q
 from django.utils import timezone
 
 import providers
@@ -28,7 +28,7 @@ from .cut import choose_cut
 from .entries import Entry
 from .loading import WindowState, head_tokens, load_window
 from .models import Compaction
-from .policy import Budget
+from .policy import Budget, auto_paused_until
 from .tokens import CHARS_PER_TOKEN
 
 INTERRUPTED = "Interrupted: the server stopped while it ran."
@@ -241,18 +241,17 @@ def close(opened: Opened, result: brief.SummaryResult, duration_ms: int, *, revi
 
 def _count_auto_outcome(conversation_id: int, failed: bool) -> None:
     """Repeated failures usually mean the provider is down or the summary does not fit: after
-    COMPACT_FAILURE_LIMIT in a row, auto-compaction rests for COMPACT_PAUSE_MINUTES."""
-    conversations = Conversation.objects.filter(pk=conversation_id)
-    if not failed:
-        conversations.update(auto_compact_failures=0, auto_compact_paused_until=None)
-        return
-    limit = settings.COMPACT_FAILURE_LIMIT
-    until = timezone.now() + timedelta(minutes=settings.COMPACT_PAUSE_MINUTES)
-    conversations.update(
-        auto_compact_failures=F("auto_compact_failures") + 1,
-        auto_compact_paused_until=Case(
-            When(auto_compact_failures__gte=limit - 1, then=Value(until)),
-            default=F("auto_compact_paused_until"),
+    COMPACT_FAILURE_LIMIT in a row, auto-compaction rests for COMPACT_PAUSE_MINUTES. Kept on
+    the conversation row, which every turn loads anyway."""
+    conversation = Conversation.objects.select_for_update().get(pk=conversation_id)
+    failures = conversation.auto_compact_failures + 1 if failed else 0
+    Conversation.objects.filter(pk=conversation_id).update(
+        auto_compact_failures=failures,
+        auto_compact_paused_until=auto_paused_until(
+            failures,
+            timezone.now(),
+            limit=settings.COMPACT_FAILURE_LIMIT,
+            pause=timedelta(minutes=settings.COMPACT_PAUSE_MINUTES),
         ),
     )
 

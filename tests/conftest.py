@@ -10,6 +10,18 @@ from tests.fake_anthropic import fake_anthropic  # noqa: F401
 from tests.fakes import FakeClient
 
 
+@pytest.fixture(scope="session", autouse=True)
+def close_thread_connections(django_db_setup, django_db_blocker):
+    """Async tests reach the database through Django's async ORM, which runs on asgiref's one
+    sync thread: close its connection at the end, or PostgreSQL cannot drop the test database."""
+    from asgiref.sync import SyncToAsync
+    from django.db import connections
+
+    yield
+    with django_db_blocker.unblock():
+        SyncToAsync.single_thread_executor.submit(connections.close_all).result()
+
+
 @pytest.fixture
 def alice(django_user_model):
     return django_user_model.objects.create_user("alice", password="alice-password-1")

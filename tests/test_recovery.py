@@ -1,0 +1,176 @@
+"""Liveness instead of long locks: work left running by a dead process is closed by the next
+process to look (its sweep at start-up and every few seconds, or the next send or Stop), and the
+queue behind it goes on. Rows are aged by moving their heartbeat back, not by waiting."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.utils import timezone
+
+from chat import engine
+from chat.liveness import local
+from chat.models import Message
+from compaction.models import Compaction
+from tests.conftest import receive_until, socket_for
+from tests.transcripts import add_turns
+from tests.waiting import settle
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("channel_layer")]
+
+LONG_AGO = timedelta(seconds=60)
+
+
+def send(text: str) -> str:
+    return json.dumps({"action": "send", "message": text})
+
+
+def left_by_a_dead_process(conversation, *, queued_behind: bool = False) -> Message:
+    """A reply streaming when its process died: some text saved, heartbeat a minute old."""
+    add_turns(conversation, 1)
+    Message.objects.create(
+        conversation=conversation, seq=3, role="user", content=[{"type": "text", "text": "Go"}]
+    )
+    reply = Message.objects.create(
+        conversation=conversation,
+        seq=4,
+        role="assistant",
+        status="streaming",
+        content=[{"type": "text", "text": "Half of the ans"}],
+        heartbeat_at=timezone.now() - LONG_AGO,
+    )
+    if queued_behind:
+        Message.objects.create(
+            conversation=conversation,
+            seq=5,
+            role="user",
+            content=[{"type": "text", "text": "Typed while it streamed"}],
+        )
+        Message.objects.create(conversation=conversation, seq=6, role="assistant", status="queued")
+    return reply
+
+
+async def test_the_sweep_closes_a_dead_reply_keeping_its_text_and_runs_the_queue(
+    alice, conversation, fake_llm
+):
+    reply = await sync_to_async(left_by_a_dead_process)(conversation, queued_behind=True)
+    ws = socket_for(alice, conversation.pk)
+    await ws.connect()  # the first use in a (new) process starts its sweep
+    frames = await receive_until(ws, lambda f: 'id="msg-6"' in f and 'data-status="complete"' in f)
+    assert any('id="msg-4"' in f and 'data-status="interrupted"' in f for f in frames)
+    await settle(conversation.pk)
+    await reply.arefresh_from_db()
+    assert (reply.status, reply.text) == ("interrupted", "Half of the ans")
+    assert "server stopped" in reply.error
+    # The queued message was answered with the partial reply in its window.
+    last_call = fake_llm.calls[-1].messages
+    assert last_call[-2]["content"][-1]["text"] == "Half of the ans"
+    assert last_call[-1]["content"][-1]["text"] == "Typed while it streamed"
+    await ws.disconnect()
+
+
+async def test_a_send_after_a_crash_recovers_the_dead_reply_and_runs_at_once(
+    alice, conversation, fake_llm, monkeypatch
+):
+    monkeypatch.setattr(engine, "ensure_started", lambda: None)  # no sweep: the send must do it
+    reply = await sync_to_async(left_by_a_dead_process)(conversation)
+    ws = socket_for(alice, conversation.pk)
+    await ws.connect()
+    await ws.send_to(text_data=send("Are you back?"))
+    frames = await receive_until(ws, lambda f: 'id="msg-6"' in f and 'data-status="complete"' in f)
+    assert not any('class="badge queued"' in f for f in frames if 'id="msg-5"' in f)
+    await settle(conversation.pk)
+    await reply.arefresh_from_db()
+    assert reply.status == "interrupted"
+    await ws.disconnect()
+
+
+async def test_stop_on_a_dead_reply_closes_it_now(alice, conversation, monkeypatch):
+    monkeypatch.setattr(engine, "ensure_started", lambda: None)
+    reply = await sync_to_async(left_by_a_dead_process)(conversation)
+    ws = socket_for(alice, conversation.pk)
+    await ws.connect()
+    await ws.send_to(text_data=json.dumps({"action": "stop"}))
+    await receive_until(ws, lambda f: 'id="msg-4"' in f and 'data-status="interrupted"' in f)
+    await reply.arefresh_from_db()
+    assert (reply.status, reply.text) == ("interrupted", "Half of the ans")
+    await ws.disconnect()
+
+
+async def test_a_dead_compaction_is_failed_and_the_replies_queued_behind_it_run(
+    alice, conversation, fake_llm
+):
+    await sync_to_async(add_turns)(conversation, 4)
+    await Compaction.objects.acreate(
+        conversation=conversation,
+        trigger="manual",
+        status="running",
+        first_kept_seq=5,
+        heartbeat_at=timezone.now() - LONG_AGO,
+    )
+    await Message.objects.acreate(
+        conversation=conversation, seq=9, role="user", content=[{"type": "text", "text": "Hi"}]
+    )
+    await Message.objects.acreate(
+        conversation=conversation, seq=10, role="assistant", status="queued"
+    )
+    ws = socket_for(alice, conversation.pk)
+    await ws.connect()
+    await receive_until(ws, lambda f: 'id="msg-10"' in f and 'data-status="complete"' in f)
+    await settle(conversation.pk)
+    row = await Compaction.objects.aget(conversation=conversation)
+    assert row.status == "failed" and "server stopped" in row.error
+    # The conversation can compact again at once: nothing waits ten minutes.
+    fake_llm.enqueue(["<summary>Fresh brief.</summary>"])
+    await ws.send_to(text_data=json.dumps({"action": "compact"}))
+    await receive_until(ws, lambda f: "Compacted (manual)" in f)
+    await settle(conversation.pk)
+    await ws.disconnect()
+
+
+async def test_live_work_is_left_alone_and_its_heartbeat_moves(alice, conversation, fake_llm):
+    import asyncio
+
+    gate = asyncio.Event()
+    fake_llm.enqueue(["still ", "going"], gate=gate)
+    ws = socket_for(alice, conversation.pk)
+    await ws.connect()
+    await ws.send_to(text_data=send("long one"))
+    await receive_until(ws, lambda f: "beforeend:#msg-2-text" in f)
+    reply = await Message.objects.aget(conversation=conversation, seq=2)
+    # Another process's sweep, run now: the reply's heartbeat is fresh, so it stays streaming.
+    await engine._sweep()
+    await reply.arefresh_from_db()
+    assert reply.status == "streaming"
+    # This process's heartbeat keeps it fresh however long the reply takes.
+    await Message.objects.filter(pk=reply.pk).aupdate(heartbeat_at=timezone.now() - LONG_AGO)
+    await local().beat()
+    await reply.arefresh_from_db()
+    assert timezone.now() - reply.heartbeat_at < timedelta(seconds=5)
+    gate.set()
+    await receive_until(ws, lambda f: 'id="msg-2"' in f and 'data-status="complete"' in f)
+    await settle(conversation.pk)
+    await ws.disconnect()
+
+
+async def test_a_stop_recorded_in_the_database_reaches_the_reply_without_the_channel_layer(
+    alice, conversation, fake_llm
+):
+    import asyncio
+
+    gate = asyncio.Event()
+    fake_llm.enqueue(["a "] * 5, gate=gate, gate_at=2)
+    ws = socket_for(alice, conversation.pk)
+    await ws.connect()
+    await ws.send_to(text_data=send("go"))
+    await receive_until(ws, lambda f: "beforeend:#msg-2-text" in f)
+    # As if Stop's nudge over the channel layer were lost: only the row says so.
+    await Message.objects.filter(conversation=conversation, seq=2).aupdate(stop_requested=True)
+    await local().beat()  # the next heartbeat round reads it
+    await receive_until(ws, lambda f: 'id="msg-2"' in f and 'data-status="interrupted"' in f)
+    gate.set()
+    await settle(conversation.pk)
+    await ws.disconnect()

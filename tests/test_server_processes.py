@@ -1,0 +1,178 @@
+"""The engine across real server processes: killed mid-reply and mid-compaction, stopped with
+SIGTERM, and two processes sharing one conversation through Redis.
+
+Each server is `uvicorn config.asgi:application` on the test database, its model the local fake
+Anthropic server; tabs are real websocket clients with a session cookie.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.conf import settings
+
+from chat.models import Conversation, Message
+from compaction.models import Compaction
+from tests.servers import Server, Tab, session_for, wait_for
+from tests.transcripts import add_turns
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+# Replies and summaries that last far longer than the test: only a dying process ends them.
+FOREVER = 120
+
+
+def started(seq: int):
+    return lambda f: f'id="msg-{seq}"' in f and "beforeend" not in f
+
+
+def finished(seq: int, status: str):
+    return lambda f: f'id="msg-{seq}"' in f and f'data-status="{status}"' in f
+
+
+def delta(seq: int):
+    return lambda f: f"beforeend:#msg-{seq}-text" in f
+
+
+async def row(model, **filters):
+    return await model.objects.filter(**filters).afirst()
+
+
+async def partial_text_saved(conversation, seq: int) -> bool:
+    return await (
+        Message.objects.filter(conversation=conversation, seq=seq, status="streaming")
+        .exclude(content=[])
+        .aexists()
+    )
+
+
+@pytest.fixture
+def servers():
+    running: list[Server] = []
+
+    def start(provider_url: str, **env) -> Server:
+        server = Server(provider_url, **env).start()
+        running.append(server)
+        return server
+
+    yield start
+    for server in running:
+        server.stop()
+
+
+@pytest.fixture
+async def alice_session(alice):
+    return await sync_to_async(session_for)(alice)
+
+
+async def new_conversation(alice, turns: int = 0) -> Conversation:
+    conversation = await Conversation.objects.acreate(
+        owner=alice, model="claude-test", system_prompt="Be brief."
+    )
+    if turns:
+        await sync_to_async(add_turns)(conversation, turns)
+    return conversation
+
+
+async def test_a_killed_server_leaves_nothing_stuck_and_the_next_recovers_within_30_s(
+    alice, alice_session, fake_anthropic, servers
+):
+    """kill -9 mid-reply and mid-compaction, with the default heartbeat settings."""
+    chatting = await new_conversation(alice)
+    compacting = await new_conversation(alice, turns=8)
+    first = servers(fake_anthropic.url, CONTEXT_BUDGET_TOKENS="2000")
+    tab = await Tab(first, chatting.pk, alice_session).open()
+    other = await Tab(first, compacting.pk, alice_session).open()
+
+    fake_anthropic.enqueue_hang(FOREVER, chunks=FOREVER * 2)  # the reply
+    await tab.send(action="send", message="Tell me a long story.")
+    await tab.until(delta(2))
+    # At least one partial save: the text so far is on the row, as a crash would find it.
+    await wait_for(lambda: partial_text_saved(chatting, 2), timeout=10)
+
+    fake_anthropic.enqueue_hang(FOREVER, chunks=FOREVER * 2)  # the summary
+    await other.send(action="compact")
+    await wait_for(lambda: row(Compaction, conversation=compacting, status="running"), timeout=10)
+    await other.send(action="send", message="Typed while it compacts.")
+    await other.until(lambda f: 'id="msg-17"' in f and 'class="badge queued"' in f)
+
+    first.signal(signal.SIGKILL)
+    killed_at = time.monotonic()
+    await tab.close()
+    await other.close()
+
+    second = servers(fake_anthropic.url, CONTEXT_BUDGET_TOKENS="2000")
+    tab = await Tab(second, chatting.pk, alice_session).open()  # the browser reconnects
+    closed = await tab.until(finished(2, "interrupted"), timeout=35)
+    answered = await wait_for(
+        lambda: row(Message, conversation=compacting, seq=18, status="complete"), timeout=35
+    )
+    recovered_in = time.monotonic() - killed_at
+    reply = await row(Message, conversation=chatting, seq=2)
+    failed = await row(Compaction, conversation=compacting)
+    assert recovered_in < 30, f"recovered after {recovered_in:.1f} s"
+
+    # The reply keeps the text saved before the crash, and every tab is shown it.
+    assert reply.status == "interrupted" and reply.text.startswith("word0 ")
+    assert "word0" in closed
+    # The compaction released the conversation; the message queued behind it was answered.
+    assert failed.status == "failed" and "server stopped" in failed.error
+    assert answered.text == "Hello from the fake server."
+    # And the conversation goes on.
+    await tab.send(action="send", message="Are you back?")
+    await tab.until(finished(4, "complete"))
+    await tab.close()
+
+
+async def test_sigterm_closes_the_replies_of_the_stopping_server_at_once(
+    alice, alice_session, fake_anthropic, servers
+):
+    conversation = await new_conversation(alice)
+    server = servers(fake_anthropic.url)
+    tab = await Tab(server, conversation.pk, alice_session).open()
+    fake_anthropic.enqueue_hang(FOREVER, chunks=FOREVER * 2)
+    await tab.send(action="send", message="Tell me a long story.")
+    await tab.until(delta(2))
+    server.signal(signal.SIGTERM)
+    # No heartbeat had to go stale: the server closed it on its way out.
+    reply = await row(Message, conversation=conversation, seq=2)
+    assert reply.status == "interrupted"
+    assert reply.text.startswith("word0 ")
+
+
+@pytest.mark.skipif(not settings.REDIS_URL, reason="several processes need the Redis layer")
+async def test_two_processes_share_one_conversation_stop_queue_and_busy_state(
+    alice, alice_session, fake_anthropic, servers
+):
+    conversation = await new_conversation(alice, turns=8)
+    one, two = servers(fake_anthropic.url), servers(fake_anthropic.url)
+    here = await Tab(one, conversation.pk, alice_session).open()
+    there = await Tab(two, conversation.pk, alice_session).open()
+
+    fake_anthropic.enqueue_hang(FOREVER, chunks=FOREVER * 2)
+    await here.send(action="send", message="A long answer, please.")
+    await there.until(delta(18))  # streamed in process one, seen in process two
+
+    # Process two knows a reply runs, from the database, not from its own memory.
+    await there.send(action="compact")
+    await there.until(lambda f: "Wait for the reply to finish" in f)
+    await there.send(action="send", message="And then this.")
+    await here.until(lambda f: 'id="msg-19"' in f and 'class="badge queued"' in f)
+
+    # Stop pressed in process two stops the reply running in process one.
+    await there.send(action="stop")
+    await here.until(finished(18, "interrupted"))
+    await there.until(finished(18, "interrupted"))
+    # The queued message runs next, seen everywhere.
+    await there.until(finished(20, "complete"))
+    await here.until(finished(20, "complete"))
+    statuses = [
+        (m.seq, m.status)
+        async for m in Message.objects.filter(conversation=conversation, seq__gt=16)
+    ]
+    assert statuses == [(17, "complete"), (18, "interrupted"), (19, "complete"), (20, "complete")]
+    await here.close()
+    await there.close()
