@@ -2,19 +2,26 @@
 
 Run by hand (`make bench`, or `.venv/bin/python bench/sawtooth.py --turns 300`); not a test.
 
-Each turn goes through the real code path: `chat.actions.append_user_message` (and the bubble
-render the consumer broadcasts), then `chat.turns.run_turn` itself, which does the pre-send check,
-loads the window, streams the reply, saves it, re-renders the context panel and runs
-auto-compaction when the threshold is crossed. Only the model is fake: `tests.fakes.FakeClient`
-answers, and it reports `usage.input_tokens` as the app's own estimator over the exact window it
-was sent (there is no real API here, so token numbers are estimates, not a tokenizer's counts).
-The same client writes the summaries: a proper `<analysis>`/`<summary>` answer of bounded size.
+Each turn goes through the real code path, in one event loop as in the server: `chat.actions.send`
+(what the websocket's send does: store the message, claim its reply under the pre-send check,
+broadcast the bubble), then `chat.engine.start` on the claimed step, awaited until the engine has
+nothing left to do for the conversation (`tests.waiting.settle`): a compaction the pre-send check
+opened, the streamed reply, its save and broadcasts (to the in-memory channel layer, no
+listeners), the context panel, and the auto-compaction the policy opens after the reply. Only the
+model is fake: `providers.client_for` returns a wrapper around `tests.fakes.FakeClient`, which
+reports `usage.input_tokens` as the app's own estimator over the exact window it was sent (there
+is no real API here, so token numbers are estimates, not a tokenizer's counts). The same client
+writes the summaries: a proper `<analysis>`/`<summary>` answer of bounded size.
 
 The "without compaction" series is the naive window: system prompt + every message so far, from
 the per-message token counts stored on the transcript rows.
 
-Database queries are counted per turn with CaptureQueriesContext; a non-compaction turn late in
-the conversation must cost exactly as many queries as one early on (exit status 1 otherwise).
+Database queries are counted per turn on every thread (`tests.queries.all_queries`: the engine
+works on database threads); a non-compaction turn late in the conversation must cost exactly as
+many queries as one early on (exit status 1 otherwise). The engine's process-wide heartbeat and
+sweep (`chat.engine._background`) is replaced by a coroutine that returns at once, as in
+tests/test_per_turn_cost.py: it runs a few queries every TURN_HEARTBEAT_SECONDS whatever the
+load, which is not a turn's cost and would land in whichever turn its timer happened to hit.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ import tempfile
 import time
 import uuid
 from collections import Counter
+from contextlib import aclosing
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -181,7 +189,7 @@ def summary_text(request_text: str, sections: tuple[str, ...]) -> str:
     fill = {
         "Primary request and intent": "Maintain and improve the Django chat application.",
         "Key technical concepts": "Django ORM, Channels websockets, htmx partials, compaction.",
-        "Files and code": "chat/turns.py, compaction/service.py, templates/chat/*.html.",
+        "Files and code": "chat/engine.py, compaction/run.py, templates/chat/*.html.",
         "Errors and fixes": "Discussed failing tests and their fixes; all resolved so far.",
         "Problem solving": "Kept changes small; agreed on query counts that do not grow.",
         "All user messages": "\n".join(quoted) or "- (none)",
@@ -198,125 +206,165 @@ def summary_text(request_text: str, sections: tuple[str, ...]) -> str:
 
 class BenchModel:
     """The fake model: tests.fakes.FakeClient answers (and computes usage); this only chooses the
-    words, and tells chat replies from summary requests by their system prompt."""
-
-    provider = "fake"
-    model = "fake-model"
+    words, tells chat replies from summary requests by their system prompt, and keeps each
+    request's reported usage."""
 
     def __init__(self, seed: int) -> None:
         from compaction import summarise
         from tests.fakes import FakeClient
 
         self._summarise = summarise
-        self.inner = FakeClient(model=self.model)
+        self.inner = FakeClient()
         self.rng = random.Random(seed)
-        self.chat_usage: list[dict] = []
-        self.summary_usage: list[dict] = []
+        self.chat_usage: list = []  # providers.values.Usage of each reply request
+        self.summary_usage: list = []  # ... and of each summary request
 
-    async def reply(self, *, system, messages, max_tokens, on_text=None):
-        is_summary = system == self._summarise.SYSTEM_PROMPT
+    def capabilities(self, model: str):
+        return self.inner.capabilities(model)
+
+    async def stream(self, request):
+        from providers.values import Final
+
+        is_summary = request.system == self._summarise.SYSTEM_PROMPT
         if is_summary:
-            request = "".join(b.get("text", "") for b in messages[-1]["content"])
-            text = summary_text(request, self._summarise.SECTIONS)
+            text = summary_text(_text_of(request.messages[-1]), self._summarise.SECTIONS)
             chunks = [text]
         else:
             text = reply_text(self.rng)
-            step = max(1, len(text) // 8)  # a few deltas, each broadcast like a real stream
+            step = max(1, len(text) // 8)  # a few deltas, each relayed like a real stream
             chunks = [text[i : i + step] for i in range(0, len(text), step)]
         self.inner.enqueue(chunks)
-        result = await self.inner.reply(
-            system=system, messages=messages, max_tokens=max_tokens, on_text=on_text
-        )
-        self.inner.calls.clear()
-        (self.summary_usage if is_summary else self.chat_usage).append(result.usage)
-        return result
+        async with aclosing(self.inner.stream(request)) as events:
+            async for event in events:
+                if isinstance(event, Final):
+                    (self.summary_usage if is_summary else self.chat_usage).append(event.usage)
+                yield event
+        self.inner.calls.clear()  # the fake keeps a copy of every request: not needed here
+
+
+def _text_of(message: dict) -> str:
+    return "".join(b.get("text", "") for b in message["content"])
 
 
 # --- the run ------------------------------------------------------------------------------------
 
 
 @dataclass
-class Turn:
+class TurnRecord:
     n: int
     user_seq: int = 0
     user_tokens: int = 0
-    estimate: int = 0  # the app's load_window().tokens right before run_turn
+    estimate: int = 0  # the claim's window estimate (WindowState.tokens) for the reply request
     sent: int = 0  # input tokens the fake model reported for the reply request
-    append_queries: int = 0
-    turn_queries: int = 0
-    presend: bool = False  # must_compact_first said yes
-    auto: bool = False  # wants_auto_compaction said yes
-    compactions: list = field(default_factory=list)  # rows or refusal reasons
+    send_queries: int = 0  # chat.actions.send
+    engine_queries: int = 0  # the engine's work for the turn, auto-compaction included
+    presend: bool = False  # must_compact_before_send said yes
+    auto: bool = False  # needs_auto_compaction said yes
+    compactions: list = field(default_factory=list)  # rows run, or refusal reasons
     ms: float = 0.0
     sql: list[str] = field(default_factory=list)
 
     @property
     def queries(self) -> int:
-        return self.append_queries + self.turn_queries
+        return self.send_queries + self.engine_queries
 
     @property
     def compacting(self) -> bool:
         return self.presend or self.auto or bool(self.compactions)
 
 
-def install_spies(current: list[Turn]) -> None:
-    """Record what the policy decided each turn. Pure Python wrappers: they add no queries."""
-    from compaction import service
+def install_spies(current: list[TurnRecord]) -> None:
+    """Record what the policy decided each turn and which compactions were opened and run, by
+    replacing the names the engine looks up. Pure Python wrappers: they add no queries."""
+    from chat import engine, queue
+    from compaction import run
 
-    must, wants, compact = (
-        service.must_compact_first,
-        service.wants_auto_compaction,
-        service.compact,
-    )
+    must, needs = queue.must_compact_before_send, engine.needs_auto_compaction
+    open_locked, run_compaction = run.open_locked, run.run
 
-    def must_spy(state):
-        current[0].presend = result = must(state)
+    def must_spy(*args):
+        # Asked when the message is sent, and again when the reply is claimed after a pre-send
+        # compaction: the turn compacted before its reply if any of them said yes.
+        result = must(*args)
+        current[0].presend |= result
         return result
 
-    def wants_spy(conversation, state=None):
-        current[0].auto = result = wants(conversation, state)
+    def needs_spy(*args):
+        current[0].auto = result = needs(*args)
         return result
 
-    async def compact_spy(conversation_id, **kwargs):
+    def open_spy(*args, **kwargs):
         try:
-            row = await compact(conversation_id, **kwargs)
-        except service.CompactionRefused as exc:
+            return open_locked(*args, **kwargs)
+        except run.CompactionRefused as exc:
             current[0].compactions.append(f"refused: {exc.reason}")
             raise
+
+    async def run_spy(opened):
+        row = await run_compaction(opened)
         current[0].compactions.append(row)
         return row
 
-    service.must_compact_first = must_spy
-    service.wants_auto_compaction = wants_spy
-    service.compact = compact_spy
+    queue.must_compact_before_send = must_spy
+    engine.needs_auto_compaction = needs_spy
+    run.open_locked = open_spy  # also what run.open_auto calls
+    run.run = run_spy
 
 
-async def turn_task(conversation_id: int, reply) -> None:
-    """The turn task the consumer starts, then whatever it spawned (auto-compaction runs as a
-    background task after the reply), awaited: asyncio.run would otherwise cancel it on exit,
-    while in the server the loop lives on and the compaction completes."""
-    from chat import turns
-
-    await turns.run_turn(conversation_id, reply)
-    me = asyncio.current_task()
-    while pending := [t for t in asyncio.all_tasks() if t is not me]:
-        for outcome in await asyncio.gather(*pending, return_exceptions=True):
-            if isinstance(outcome, BaseException) and not isinstance(
-                outcome,
-                asyncio.CancelledError,  # the turn's Stop listener, cancelled at its end
-            ):
-                raise outcome
+async def idle() -> None:
+    """Stands in for the engine's heartbeat and sweep loop (see the module's docstring)."""
 
 
-def run(args: argparse.Namespace) -> tuple[list[Turn], BenchModel, object, object]:
-    from asgiref.sync import async_to_sync
+async def drive(
+    args: argparse.Namespace, user, conversation
+) -> tuple[list[TurnRecord], BenchModel]:
+    """Every turn, sent and run to the end in this event loop, as the websocket would."""
+    import providers
+    from chat import actions, engine
+    from tests.queries import all_queries
+    from tests.waiting import settle
+
+    model = BenchModel(args.seed + 1)
+    providers.client_for = lambda _model: model  # every reply and summary request comes here
+    engine._background = idle
+    current = [TurnRecord(0)]
+    install_spies(current)
+    rng = random.Random(args.seed)
+    history: list[TurnRecord] = []
+    try:
+        for n in range(1, args.turns + 1):
+            turn = current[0] = TurnRecord(n)
+            text = user_text(rng, n)
+            started = time.perf_counter()
+            with all_queries() as seen:
+                claim = await actions.send(user, conversation.pk, text)
+                turn.send_queries = len(seen)
+                if claim.step is None:
+                    raise SystemExit(f"turn {n}: the message was queued behind nothing")
+                engine.start(claim.step)
+                await settle(conversation.pk, timeout=60)
+            turn.ms = (time.perf_counter() - started) * 1000
+            turn.engine_queries = len(seen) - turn.send_queries
+            turn.sql = [q.sql for q in seen]
+            turn.user_seq, turn.user_tokens = claim.message.seq, claim.message.tokens
+            # What the engine sends: the reply's window, or the one the pre-send compaction cuts.
+            turn.estimate = claim.step.state.tokens
+            if len(model.chat_usage) != n:
+                raise SystemExit(
+                    f"turn {n}: expected one reply request, saw {len(model.chat_usage)} in all"
+                )
+            turn.sent = model.chat_usage[-1].input_total
+            history.append(turn)
+    finally:
+        await engine.shutdown()
+    return history, model
+
+
+def run(args: argparse.Namespace) -> tuple[list[TurnRecord], BenchModel, object, object]:
     from django.contrib.auth import get_user_model
-    from django.db import connection, reset_queries
-    from django.test.utils import CaptureQueriesContext
 
-    from chat import actions, render, turns
     from chat.models import Conversation
-    from compaction import service
+    from compaction.loading import budget_for
 
     user = get_user_model().objects.create_user(
         f"bench-{uuid.uuid4().hex[:8]}", password=uuid.uuid4().hex
@@ -324,48 +372,11 @@ def run(args: argparse.Namespace) -> tuple[list[Turn], BenchModel, object, objec
     conversation = Conversation.objects.create(
         owner=user, model="fake-model", system_prompt=SYSTEM_PROMPT
     )
-    model = BenchModel(args.seed + 1)
-    turns.get_client = lambda: model  # what the consumer's turn task talks to
-    current: list[Turn] = [Turn(0)]
-    install_spies(current)
-    rng = random.Random(args.seed)
-    history: list[Turn] = []
-    for n in range(1, args.turns + 1):
-        turn = current[0] = Turn(n)
-        text = user_text(rng, n)
-        # The query log is a bounded deque (9000): captured slices of a full one come out empty.
-        reset_queries()
-        started = time.perf_counter()
-        # What the consumer's on_send does: append, render the bubble it broadcasts.
-        with CaptureQueriesContext(connection) as q_append:
-            message, reply = actions.append_user_message(
-                user, conversation.pk, text, model="fake-model"
-            )
-            render.appended_message(message)
-            if message.seq == 1 and hasattr(render, "title"):  # the first message names it
-                render.title(actions.get_conversation(user, conversation.pk))
-        paused = time.perf_counter()
-        # Probe (not counted): the app's own estimate of the window it is about to send.
-        turn.estimate = service.load_window(conversation).tokens
-        reset_queries()
-        resumed = time.perf_counter()
-        # The turn task the consumer starts, run to completion (auto-compaction included).
-        with CaptureQueriesContext(connection) as q_turn:
-            async_to_sync(turn_task)(conversation.pk, reply)
-        turn.ms = (paused - started + time.perf_counter() - resumed) * 1000
-        turn.user_seq, turn.user_tokens = message.seq, message.tokens
-        turn.append_queries, turn.turn_queries = len(q_append), len(q_turn)
-        turn.sql = [q["sql"] for q in q_append.captured_queries + q_turn.captured_queries]
-        if len(model.chat_usage) != n:
-            raise SystemExit(f"turn {n}: expected one reply request, saw {len(model.chat_usage)}")
-        from compaction.tokens import usage_input_total
-
-        turn.sent = usage_input_total(model.chat_usage[-1])
-        history.append(turn)
-    return history, model, conversation, service.budget_for(conversation)
+    history, model = asyncio.run(drive(args, user, conversation))
+    return history, model, conversation, budget_for(conversation.model)
 
 
-def naive_series(conversation, history: list[Turn]) -> list[int]:
+def naive_series(conversation, history: list[TurnRecord]) -> list[int]:
     """Tokens each request would carry if the whole transcript were sent every turn."""
     from compaction.tokens import estimate_text
 
@@ -452,7 +463,7 @@ def first_over(values: list[int], limit: int) -> int | None:
     return next((i + 1 for i, v in enumerate(values) if v > limit), None)
 
 
-def nearest_plain(history: list[Turn], want: int, *, backwards_only: bool = False) -> int:
+def nearest_plain(history: list[TurnRecord], want: int, *, backwards_only: bool = False) -> int:
     by_n = {t.n: t for t in history}
     for d in range(len(history)):
         for n in (want - d,) if backwards_only else (want - d, want + d):
@@ -469,6 +480,7 @@ def shape(sql: str) -> str:
 
 
 def report(args, history, model, conversation, budget) -> int:
+    from chat.models import Message
     from compaction.models import Compaction
 
     naive = naive_series(conversation, history)
@@ -478,8 +490,15 @@ def report(args, history, model, conversation, budget) -> int:
     committed = [r for r in rows if r.status == Compaction.Status.COMMITTED]
     turn_of = {r.pk: t.n for t in history for r in t.compactions if hasattr(r, "pk")}
     problems: list[str] = []
+    unfinished = Counter(
+        conversation.messages.filter(role=Message.Role.ASSISTANT)
+        .exclude(status=Message.Status.COMPLETE)
+        .values_list("status", flat=True)
+    )
+    if unfinished:
+        problems.append(f"replies not complete: {dict(unfinished)}")
 
-    print(f"Sawtooth bench: {len(history)} turns through chat.turns.run_turn")
+    print(f"Sawtooth bench: {len(history)} turns through chat.actions.send and chat.engine")
     print(
         f"  budget {budget.total:,} tokens, auto-compaction at {budget.auto_at:.0%} "
         f"({budget.threshold:,}), kept tail {budget.keep_tokens:,}, reply reserve "
@@ -522,10 +541,13 @@ def report(args, history, model, conversation, budget) -> int:
             problems.append(f"compaction {r.pk} at turn {turn_of.get(r.pk)}: {r.status} {r.error}")
     presend = [t.n for t in history if t.presend]
     if presend:
-        print(f"  pre-send (synchronous) compactions at turns: {presend}")
-    refused = [(t.n, c) for t in history for c in t.compactions if isinstance(c, str)]
-    for n, reason in refused:
-        problems.append(f"turn {n}: auto-compaction wanted but {reason}")
+        print(f"  pre-send compactions (before the turn's reply) at turns: {presend}")
+    for t in history:
+        refused = [c for c in t.compactions if isinstance(c, str)]
+        if refused:
+            problems.append(f"turn {t.n}: a compaction was wanted but {'; '.join(refused)}")
+        elif t.auto and not t.compactions:
+            problems.append(f"turn {t.n}: auto-compaction wanted but none was opened")
     # Does the window really drop, and by what post_tokens says?
     post_errors = []
     by_n = {t.n: t for t in history}
@@ -548,7 +570,7 @@ def report(args, history, model, conversation, budget) -> int:
         )
     drift = [t.sent - t.estimate for t in history if not t.presend]
     print(
-        "  app's pre-send estimate (load_window().tokens) vs reported input: "
+        "  the claim's window estimate (WindowState.tokens) vs reported input: "
         f"off by {min(drift):+,}..{max(drift):+,} tokens"
     )
     print()
@@ -558,7 +580,7 @@ def report(args, history, model, conversation, budget) -> int:
     print(f"  mean {mean_w:>10,.0f} vs {mean_n:>10,.0f}   ({mean_n / mean_w:.1f}x)")
     print(f"  max  {max(sent):>10,} vs {max(naive):>10,}   ({max(naive) / max(sent):.1f}x)")
     total_w, total_n = sum(sent), sum(naive)
-    total_s = sum(u.get("input_tokens", 0) for u in model.summary_usage)
+    total_s = sum(u.input_total for u in model.summary_usage)
     print(
         f"  total input over all turns: {total_w:,} vs {total_n:,} ({total_n / total_w:.1f}x); "
         f"with the summary calls' {total_s:,} input tokens: {total_w + total_s:,} "
@@ -586,10 +608,10 @@ def report(args, history, model, conversation, budget) -> int:
         note = f" (turn 10 / {len(history)} had a compaction; nearest turns without one used)"
     plain = [t for t in history if not t.compacting]
     compacting = [t for t in history if t.compacting]
-    print(f"Queries per turn (append + render + run_turn incl. the auto-compaction check){note}:")
+    print(f"Queries per turn (send + the engine's turn incl. the auto-compaction check){note}:")
     print(
-        f"  turn {early}: {te.queries} ({te.append_queries} + {te.turn_queries}),  "
-        f"turn {late}: {tl.queries} ({tl.append_queries} + {tl.turn_queries})"
+        f"  turn {early}: {te.queries} ({te.send_queries} + {te.engine_queries}),  "
+        f"turn {late}: {tl.queries} ({tl.send_queries} + {tl.engine_queries})"
     )
     equal = te.queries == tl.queries
     print(f"  assert queries(turn {early}) == queries(turn {late}): {'ok' if equal else 'FAILED'}")
