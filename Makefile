@@ -3,6 +3,7 @@
 # so we also look at the interpreters pyenv keeps).
 SHELL := /bin/bash
 PORT ?= 8000
+WORKERS ?= 2
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
@@ -15,7 +16,7 @@ for c in python3 python3.14 python3.13 python3.12 \
 done; echo "No Python 3.12+ found" >&2; exit 1
 endef
 
-.PHONY: run test test-unit test-browser lint format bench clean
+.PHONY: run serve test test-unit test-browser lint format bench bench-load clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || { py=$$($(FIND_PYTHON)) && echo "Creating $(VENV) with $$py" && $$py -m venv $(VENV); }
@@ -26,6 +27,22 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	DJANGO_DEBUG=$${DJANGO_DEBUG:-true} $(PY) manage.py migrate --noinput
 	DJANGO_DEBUG=$${DJANGO_DEBUG:-true} $(VENV)/bin/daphne -b 127.0.0.1 -p $(PORT) config.asgi:application
+
+# Production-style: WORKERS uvicorn processes on one port, PostgreSQL and Redis (the defaults
+# point at local ones). Several processes share conversations through the database and the Redis
+# channel layer, so REDIS_URL is required when WORKERS > 1. Debug is off: DJANGO_SECRET_KEY is
+# taken from the environment, else generated once into .secret_key.
+serve: $(STAMP)
+	@export DATABASE_URL=$${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/chat} \
+	        REDIS_URL=$${REDIS_URL-redis://127.0.0.1:6379/0} DJANGO_DEBUG=$${DJANGO_DEBUG:-false}; \
+	if [ "$(WORKERS)" -gt 1 ] && [ -z "$$REDIS_URL" ]; then \
+	  echo "WORKERS=$(WORKERS) needs REDIS_URL: processes share conversations through Redis" >&2; exit 1; fi; \
+	if [ -z "$$DJANGO_SECRET_KEY" ]; then \
+	  [ -s .secret_key ] || $(PY) -c 'import secrets; print(secrets.token_urlsafe(50))' > .secret_key; \
+	  export DJANGO_SECRET_KEY=$$(cat .secret_key); fi; \
+	$(PY) manage.py ensure_database && $(PY) manage.py migrate --noinput && \
+	exec $(VENV)/bin/uvicorn config.asgi:application --host $${HOST:-127.0.0.1} --port $(PORT) \
+	  --workers $(WORKERS) --lifespan on --proxy-headers --forwarded-allow-ips "$${FORWARDED_ALLOW_IPS:-127.0.0.1}"
 
 # The whole suite: unit/integration tests, then the real-browser tests in their own process
 # (Playwright's event loop and pytest-asyncio's do not mix in one process).
@@ -52,6 +69,9 @@ format: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) bench/sawtooth.py
+
+bench-load: $(STAMP)
+	$(PY) bench/load.py
 
 clean:
 	rm -rf $(VENV) db.sqlite3
