@@ -359,9 +359,10 @@ def fake_anthropic(settings) -> Iterator[FakeAnthropic]:
 
 # --- standalone (bench/load.py runs it in its own process) -------------------------------------
 
+# Early words carry characters the app must escape (& ' < >), so a client checks its unescaping.
 BENCH_WORDS = (
-    "Sure, here is a short answer: the reply streams word by word, each delta is relayed to the "
-    "browser as it arrives, and the saved message matches what was shown. That's all & done."
+    "Sure & here's a short <answer>: the reply streams word by word, each delta is relayed to "
+    "the browser as it arrives, and the saved message matches what was shown. That is all."
 ).split()
 
 
