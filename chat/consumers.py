@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 
+from channels.consumer import get_handler_name
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
 
@@ -39,6 +40,16 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
         engine.ensure_started()  # servers without an ASGI lifespan start it on first use
+
+    async def dispatch(self, message) -> None:
+        # Channels closes stale database connections before every message it dispatches, a hop
+        # to the one sync thread that every socket of the process shares. This consumer does
+        # no database work on that thread (its work runs on chat.db's threads, which look after
+        # their own connections), so every frame and fragment skips the hop.
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message['type']}")
+        await handler(message)
 
     async def disconnect(self, code) -> None:
         # The reply is not this socket's to cancel: it finishes and saves without it.

@@ -19,7 +19,6 @@ process: a reply or compaction it was running when it died is closed by another 
 from __future__ import annotations
 
 import asyncio
-import copy
 import logging
 import time
 from contextlib import aclosing
@@ -31,7 +30,7 @@ from django.utils import timezone
 import providers
 from compaction import actions as compaction_actions
 from compaction import run as compaction
-from compaction.loading import WindowState, load_panel
+from compaction.loading import WindowState
 from compaction.policy import needs_auto_compaction
 from providers.values import Final, LLMError, Request, TextDelta
 
@@ -61,6 +60,8 @@ async def hold(claiming):
             claimed = await claiming
         except Exception:
             raise asyncio.CancelledError from None  # nothing was claimed
+        if isinstance(claimed, queue.Closed):
+            claimed = claimed.claim
         step = claimed.step if isinstance(claimed, queue.Claim) else claimed
         await db.run(queue.give_back, step)
         raise
@@ -102,8 +103,7 @@ async def _drive(conversation_id: int, step: queue.Step) -> None:
             # does not fit, it is refused with both sizes.
             step = await _claim(conversation_id, compact=not step.before_reply)
         else:
-            after = await _turn(step)
-            step = await _auto_compaction(step, after) or await _claim(conversation_id)
+            step = await _turn(step)
 
 
 async def _claim(conversation_id: int, *, compact: bool = True) -> queue.Step:
@@ -135,15 +135,14 @@ class _Stopped(Exception):
     """The row says this reply is no longer ours to write: Stop, or closed elsewhere."""
 
 
-async def _turn(turn: queue.Turn) -> WindowState | None:
-    """Stream one reply and close its row, whatever happens. Returns the window after it when
-    the reply completed (for the compaction policy), else None."""
+async def _turn(turn: queue.Turn) -> queue.Step:
+    """Stream one reply and close its row, whatever happens; returns what runs next."""
     conversation_id, reply = turn.conversation.pk, turn.reply
     await broadcast.html(conversation_id, fragments.started(reply))
     received = _Received()
     relay = DeltaRelay(conversation_id, reply.seq, settings.DELTA_INTERVAL_MS / 1000)
     streaming = asyncio.ensure_future(_stream(turn, received, relay))
-    status, error = Message.Status.ERROR, ""
+    status, error, going_on = Message.Status.ERROR, "", True
     try:
         await local().watch_reply(conversation_id, reply.pk, streaming)
         await streaming
@@ -151,7 +150,8 @@ async def _turn(turn: queue.Turn) -> WindowState | None:
     except asyncio.CancelledError:
         status = Message.Status.INTERRUPTED  # Stop: keep what arrived
         if asyncio.current_task().cancelling():
-            streaming.cancel()  # this process is shutting down
+            streaming.cancel()  # this process is shutting down: save, start nothing new
+            going_on = False
             raise
     except _Stopped:
         status = Message.Status.INTERRUPTED
@@ -162,10 +162,10 @@ async def _turn(turn: queue.Turn) -> WindowState | None:
         error = SERVER_FAILED
     finally:
         # Shielded: the reply is saved and shown even while this task is being cancelled.
-        finished, after = await asyncio.shield(
-            _close(turn, streaming, relay, received, status, error)
+        step = await asyncio.shield(
+            _close(turn, streaming, relay, received, status, error, going_on)
         )
-    return after if finished.status == Message.Status.COMPLETE else None
+    return step
 
 
 async def _stream(turn: queue.Turn, received: _Received, relay: DeltaRelay) -> None:
@@ -193,16 +193,17 @@ async def _stream(turn: queue.Turn, received: _Received, relay: DeltaRelay) -> N
         raise LLMError("The model stream ended without a final message.")
 
 
-async def _close(turn, streaming, relay, received: _Received, status: str, error: str):
-    """Save the reply with its final status and show it, the new title, the new meter."""
+async def _close(turn, streaming, relay, received: _Received, status, error, going_on: bool):
+    """Save the reply with its final status and show it, the new title and the new meter, in
+    one frame; the next step (a compaction it made due, the next queued reply) is claimed in
+    the same transaction."""
     if not streaming.done():
         streaming.cancel()
     await asyncio.gather(streaming, return_exceptions=True)
     await relay.close()
     await local().unwatch_reply(turn.conversation.pk, turn.reply.pk)
     final = received.final if status == Message.Status.COMPLETE else None
-    finished = await db.run(
-        queue.finish,
+    reply = queue.finished(
         turn,
         content=final.content if final else [{"type": "text", "text": received.text}],
         status=status,
@@ -210,30 +211,34 @@ async def _close(turn, streaming, relay, received: _Received, status: str, error
         error=error,
         model=final.model if final else "",
     )
-    conversation_id = turn.conversation.pk
-    await broadcast.html(conversation_id, fragments.replaced_message(finished))
-    if finished.seq == 2 and turn.conversation.title == queue.DEFAULT_TITLE and turn.state.entries:
-        named = copy.copy(turn.conversation)
-        named.title = queue.title_from(turn.state.entries[-1].text)
-        await broadcast.html(conversation_id, fragments.title(named))
-    after = turn.state.extended([finished.to_entry()], finished.usage)
-    panel = await db.run(load_panel, turn.conversation, after)
-    await broadcast.html(conversation_id, fragments.context_panel(panel, turn.conversation))
-    return finished, after
+    after = turn.state.extended([reply.to_entry()], reply.usage)
+    closed = await hold(
+        db.run(
+            queue.close_turn,
+            turn,
+            reply,
+            after,
+            then=going_on,
+            compact=going_on and _compaction_due(turn, reply, after),
+        )
+    )
+    frame = fragments.replaced_message(closed.reply) + fragments.figures(closed.figures)
+    if closed.named.title != turn.conversation.title:
+        frame += fragments.title(closed.named)
+    await broadcast.html(turn.conversation.pk, frame)
+    await show_recovered(closed.claim.recovered)
+    return closed.claim.step
 
 
-async def _auto_compaction(turn: queue.Turn, after: WindowState | None):
-    """After a complete reply: has the window passed the threshold? Then claim a compaction
-    (it runs before the next queued reply)."""
-    if after is None or turn.has_draft:
-        return None  # a draft waits for the user: do not knock again
+def _compaction_due(turn: queue.Turn, reply: Message, after: WindowState) -> bool:
+    """After a complete reply: has the window passed the auto-compaction threshold?"""
+    if reply.status != Message.Status.COMPLETE or turn.has_draft:
+        return False  # a draft waits for the user: do not knock again
     paused = turn.conversation.auto_compact_paused_until
     if paused is not None and paused > timezone.now():
-        return None
+        return False
     last_post = turn.state.boundary.post_tokens if turn.state.boundary else None
-    if not needs_auto_compaction(after.tokens, after.budget, last_post):
-        return None
-    return await db.run(compaction.open_auto, turn.conversation.pk)
+    return needs_auto_compaction(after.tokens, after.budget, last_post)
 
 
 # --- a compaction --------------------------------------------------------------------------------

@@ -69,6 +69,11 @@ def context_panel(panel: Panel, conversation: Conversation) -> str:
     return _part("context", {"ctx": panel, "conversation": conversation, "oob": True})
 
 
+def figures(panel: Panel) -> str:
+    """The meter and the chart alone: what a reply changes in the panel."""
+    return _part("figures", {"ctx": panel, "figures_oob": True})
+
+
 def compaction_outcome(row: Compaction, panel: Panel, conversation: Conversation) -> str:
     """Everything a tab must change after a compaction was committed, drafted, failed or undone."""
     parts = []

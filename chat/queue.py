@@ -23,15 +23,15 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
-from django.db.models import Case, Exists, F, OuterRef, Q, Subquery, TextField, Value, When
-from django.db.models.functions import Coalesce
+from django.db import IntegrityError, connection, transaction
+from django.db.models import BooleanField, DateTimeField, Exists, OuterRef, Q
 from django.utils import timezone
 
 from compaction import run as compaction
-from compaction.loading import WindowState, budget_for, build_state
+from compaction.loading import Panel, WindowState, budget_for, load_figures, state_of
 from compaction.models import Compaction
 from compaction.policy import must_compact_before_send
+from compaction.snapshot import Snapshot, as_datetime, read_snapshot
 from compaction.tokens import estimate_content, estimate_text
 
 from .errors import ActionError
@@ -98,7 +98,7 @@ def append(user, conversation_id: int, text: str) -> Claim:
         if conversation is None:
             raise ActionError("That conversation does not exist.")
         _check_fits_alone(conversation, content)
-        seen = _snapshot(conversation)
+        seen = read_snapshot(conversation.pk)
         recovered = _recover(conversation, seen)
         seq = seen.last_seq + 1
         message = Message(
@@ -125,7 +125,7 @@ def append(user, conversation_id: int, text: str) -> Claim:
             _insert(message, reply)
             step = _claim_oldest(conversation, seen, compact=True)
             return Claim(step, message, queued=True, recovered=recovered)
-        state = seen.state(conversation, before_seq=seq).extended([message.to_entry()])
+        state = state_of(conversation, seen, before_seq=seq).extended([message.to_entry()])
         step = _decide(conversation, seen, reply, state, compact=True, insert=[message])
         return Claim(step, message, queued=isinstance(step, compaction.Opened), recovered=recovered)
 
@@ -137,10 +137,13 @@ def claim_next(conversation_id: int, *, compact: bool = True) -> Claim:
         conversation = _lock(conversation_id)
         if conversation is None:
             return Claim(None)
-        seen = _snapshot(conversation)
+        # The state alone first: after most replies nothing is queued, and the window's rows
+        # are only read when a reply is about to use them.
+        seen = read_snapshot(conversation.pk, with_rows=False)
         recovered = _recover(conversation, seen)
         if seen.busy or not seen.next_queued_id:
             return Claim(None, recovered=recovered)
+        seen = read_snapshot(conversation.pk)
         return Claim(_claim_oldest(conversation, seen, compact=compact), recovered=recovered)
 
 
@@ -154,113 +157,80 @@ def _claim_oldest(conversation: Conversation, seen: Snapshot, *, compact: bool) 
         status=Message.Status.QUEUED,
         model=conversation.model,
     )
-    state = seen.state(conversation, before_seq=reply.seq)
+    state = state_of(conversation, seen, before_seq=reply.seq)
     return _decide(conversation, seen, reply, state, compact=compact)
 
 
-def _lock(conversation_id, user=None) -> Conversation | None:
-    """The conversation, row-locked for this transaction: every change to its queue (a send, a
-    claim, a cancel, opening a compaction) takes this lock first, so they happen one at a time
-    and each statement after it sees the others' committed work."""
-    rows = Conversation.objects.owned_by(user) if user is not None else Conversation.objects
+# The statements every turn runs are written out: the ORM spent far longer building them than
+# the database spent running them. Values still go through the fields' own adaptation.
+_CONVERSATION_FIELDS = Conversation._meta.concrete_fields
+_MESSAGE_FIELDS = [f for f in Message._meta.concrete_fields if not f.primary_key]
+
+
+def _lock(conversation_id, user=None, *, title: str | None = None) -> Conversation | None:
+    """Lock the conversation's row for this transaction and return it as it is now, in one
+    statement that also touches it (it moves up its owner's list) and, given `title`, names it
+    if it has no name yet. Every change to a conversation's queue (a send, a claim, a cancel,
+    opening a compaction) takes this lock first, so they happen one at a time and each
+    statement after it sees the others' committed work."""
+    if user is not None and not user.is_authenticated:
+        return None
     try:
-        return (
-            rows.filter(pk=int(conversation_id), deleted_at__isnull=True)
-            .select_for_update()
-            .first()
-        )
+        params = [_now(), int(conversation_id)]
     except (TypeError, ValueError):
         return None
-
-
-@dataclass
-class Snapshot:
-    """What a claim decides on, read in one query under the conversation's lock."""
-
-    rows: list[Message]  # the window's candidates and the latest message
-    last_seq: int = 0
-    boundary: Compaction | None = None
-    streaming_id: int | None = None
-    streaming_heartbeat: datetime | None = None
-    running_id: int | None = None
-    running_heartbeat: datetime | None = None
-    next_queued_id: int | None = None
-    next_queued_seq: int | None = None
-    has_draft: bool = False
-
-    @property
-    def busy(self) -> bool:
-        return bool(self.streaming_id or self.running_id)
-
-    def state(self, conversation: Conversation, *, before_seq: int) -> WindowState:
-        return build_state(
-            conversation.system_prompt, conversation.model, self.boundary, self.rows, before_seq
+    naming = ""
+    if title is not None:
+        naming = ", title = CASE WHEN title = %s THEN %s ELSE title END"
+        params[1:1] = [DEFAULT_TITLE, title]
+    owner = ""
+    if user is not None:
+        owner = " AND owner_id = %s"
+        params.append(user.pk)
+    columns = ", ".join(f.column for f in _CONVERSATION_FIELDS)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE chat_conversation SET updated_at = %s{naming} "  # noqa: S608 - no input
+            f"WHERE id = %s AND deleted_at IS NULL{owner} RETURNING {columns}",
+            params,
         )
+        found = cursor.fetchone()
+    if found is None:
+        return None
+    values = {}
+    for field, value in zip(_CONVERSATION_FIELDS, found, strict=True):
+        if isinstance(field, DateTimeField):
+            value = as_datetime(value)
+        elif isinstance(field, BooleanField):
+            value = bool(value)
+        values[field.attname] = value
+    return Conversation(**values)
 
 
-def _snapshot(conversation: Conversation) -> Snapshot:
-    """One query: the window's rows (from the boundary on, the pinned ones before it) and the
-    latest message, each carrying the conversation's state as columns (subqueries the database
-    evaluates once). An empty result is an empty conversation: nothing can be running."""
-    of_it = {"conversation_id": conversation.pk}
-    boundary = Compaction.objects.filter(**of_it, status=Compaction.Status.COMMITTED).order_by(
-        "-id"
-    )
-    streaming = Message.objects.filter(**of_it, status=Message.Status.STREAMING)
-    running = Compaction.objects.filter(**of_it, status=Compaction.Status.RUNNING)
-    queued = Message.objects.filter(**of_it, status=Message.Status.QUEUED).order_by("seq")
-    last_seq = Subquery(Message.objects.filter(**of_it).order_by("-seq").values("seq")[:1])
-    first_kept = Coalesce(Subquery(boundary.values("first_kept_seq")[:1]), Value(1))
-    rows = list(
-        Message.objects.filter(**of_it)
-        .filter(Q(seq__gte=first_kept) | Q(pin__isnull=False) | Q(seq=last_seq))
-        .annotate(
-            pin_id=F("pin__id"),
-            last_seq=last_seq,
-            boundary_id=Subquery(boundary.values("id")[:1]),
-            boundary_first_kept=first_kept,
-            boundary_post_tokens=Subquery(boundary.values("post_tokens")[:1]),
-            # Carried on the latest row only: the summary can be long.
-            boundary_summary=Case(
-                When(seq=last_seq, then=Subquery(boundary.values("summary")[:1])),
-                default=None,
-                output_field=TextField(),
-            ),
-            streaming_id=Subquery(streaming.values("id")[:1]),
-            streaming_heartbeat=Subquery(streaming.values("heartbeat_at")[:1]),
-            running_id=Subquery(running.values("id")[:1]),
-            running_heartbeat=Subquery(running.values("heartbeat_at")[:1]),
-            next_queued_id=Subquery(queued.values("id")[:1]),
-            next_queued_seq=Subquery(queued.values("seq")[:1]),
-            has_draft=Exists(Compaction.objects.filter(**of_it, status=Compaction.Status.DRAFT)),
-        )
-        .order_by("seq")
-    )
-    if not rows:
-        return Snapshot(rows=[])
-    latest = rows[-1]
-    boundary_row = None
-    if latest.boundary_id is not None:
-        boundary_row = Compaction(
-            pk=latest.boundary_id,
-            conversation_id=conversation.pk,
-            status=Compaction.Status.COMMITTED,
-            first_kept_seq=latest.boundary_first_kept,
-            summary=latest.boundary_summary or "",
-            post_tokens=latest.boundary_post_tokens,
-        )
-    return Snapshot(
-        rows=rows,
-        last_seq=latest.last_seq,
-        boundary=boundary_row,
-        streaming_id=latest.streaming_id,
-        streaming_heartbeat=latest.streaming_heartbeat,
-        running_id=latest.running_id,
-        running_heartbeat=latest.running_heartbeat,
-        next_queued_id=latest.next_queued_id,
-        next_queued_seq=latest.next_queued_seq,
-        has_draft=latest.has_draft,
-    )
+def _insert(*rows: Message) -> None:
+    now = timezone.now()
+    for row in rows:
+        row.created_at = row.updated_at = now
+    columns = ", ".join(f.column for f in _MESSAGE_FIELDS)
+    one = "(" + ", ".join(["%s"] * len(_MESSAGE_FIELDS)) + ")"
+    params = [
+        f.get_db_prep_save(getattr(r, f.attname), connection) for r in rows for f in _MESSAGE_FIELDS
+    ]
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"INSERT INTO chat_message ({columns}) "  # noqa: S608 - no input
+                f"VALUES {', '.join([one] * len(rows))} RETURNING id",
+                params,
+            )
+            for row, (pk,) in zip(rows, cursor.fetchall(), strict=True):
+                row.pk = pk
+    except IntegrityError:
+        raise ActionError("Another message was sent at the same moment; try again.") from None
+
+
+def _now():
+    return connection.ops.adapt_datetimefield_value(timezone.now())
 
 
 def _check_fits_alone(conversation: Conversation, content: list[dict]) -> None:
@@ -332,13 +302,6 @@ def _store(reply: Message, insert: list[Message]) -> bool:
         return False  # another reply of this conversation streams
 
 
-def _insert(*rows: Message) -> None:
-    try:
-        Message.objects.bulk_create(rows)
-    except IntegrityError:
-        raise ActionError("Another message was sent at the same moment; try again.") from None
-
-
 def give_back(step: Step) -> None:
     """Undo a claim nobody will run (its caller was cancelled before it could start it)."""
     if isinstance(step, Turn):
@@ -373,11 +336,70 @@ def touch(reply_ids: list[int]) -> set[int]:
     return set(reply_ids) - set(live.values_list("pk", flat=True))
 
 
-def finish(turn: Turn, *, content: list[dict], status: str, usage=None, error="", model=""):
-    """Close the streaming reply (only a row still streaming is written) and touch the
-    conversation, naming it after its first message."""
+@dataclass(frozen=True)
+class Closed:
+    reply: Message  # as saved
+    named: Conversation  # the conversation after the turn (its first reply names it)
+    figures: Panel  # the meter and chart, with the reply counted
+    claim: Claim  # what runs next: the compaction the reply made due, or the next queued reply
+
+
+def close_turn(
+    turn: Turn, reply: Message, after: WindowState, *, then: bool = True, compact: bool = False
+) -> Closed:
+    """Save the streamed reply with its final status (only a row still streaming is written),
+    then, in the same transaction, start what comes next (unless `then` is false: the process
+    is stopping): the auto-compaction `compact` asks for, else the oldest queued reply."""
+    with transaction.atomic():
+        written = _finish_row(reply)
+        if not written:
+            reply = Message.objects.get(pk=reply.pk)  # closed elsewhere (stale): keep that
+        title = None
+        if reply.seq == 2 and turn.state.entries:
+            title = title_from(turn.state.entries[-1].text)
+        conversation = _lock(turn.conversation.pk, title=title) or turn.conversation
+        seen = read_snapshot(conversation.pk, with_rows=compact)
+        recovered = _recover(conversation, seen)
+        step = None
+        if not then:
+            seen.next_queued_id = None  # leave the queue to the processes that go on
+        if compact and not seen.busy and not seen.has_draft:
+            try:
+                step = compaction.open_locked(
+                    conversation,
+                    state_of(conversation, seen),
+                    trigger=Compaction.Trigger.AUTO,
+                )
+            except compaction.CompactionRefused:
+                pass  # nothing to cut: the queue goes on
+        if step is None and not seen.busy and seen.next_queued_id:
+            if not compact:
+                seen = read_snapshot(conversation.pk)
+            step = _claim_oldest(conversation, seen, compact=True)
+        figures = load_figures(conversation, after)
+    return Closed(reply, conversation, figures, Claim(step, recovered=recovered))
+
+
+def _finish_row(reply: Message) -> bool:
+    fields = ["content", "status", "usage", "error", "tokens", "model", "updated_at"]
+    reply.updated_at = timezone.now()
+    values = [
+        Message._meta.get_field(f).get_db_prep_save(getattr(reply, f), connection) for f in fields
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "UPDATE chat_message SET "  # noqa: S608 - the field names are ours
+            + ", ".join(f"{f} = %s" for f in fields)
+            + " WHERE id = %s AND status = %s",
+            [*values, reply.pk, Message.Status.STREAMING],
+        )
+        return cursor.rowcount == 1
+
+
+def finished(turn: Turn, *, content: list[dict], status: str, usage=None, error="", model=""):
+    """The reply as it will be saved: its final content, status and usage, counted once."""
     content = [b for b in content if b.get("type") != "text" or b.get("text")]
-    reply = replace_message(
+    return replace_message(
         turn.reply,
         content=content,
         status=status,
@@ -386,27 +408,6 @@ def finish(turn: Turn, *, content: list[dict], status: str, usage=None, error=""
         tokens=estimate_content(content),
         model=model or turn.reply.model,
     )
-    now = timezone.now()
-    with transaction.atomic():
-        written = Message.objects.filter(pk=reply.pk, status=Message.Status.STREAMING).update(
-            content=reply.content,
-            status=reply.status,
-            usage=reply.usage,
-            error=reply.error,
-            tokens=reply.tokens,
-            model=reply.model,
-            updated_at=now,
-        )
-        if not written:
-            return Message.objects.get(pk=reply.pk)  # closed elsewhere (stale): keep that
-        changes = {"updated_at": now}
-        if reply.seq == 2 and turn.state.entries:
-            changes["title"] = Case(
-                When(title=DEFAULT_TITLE, then=Value(title_from(turn.state.entries[-1].text))),
-                default=F("title"),
-            )
-        Conversation.objects.filter(pk=turn.conversation.pk).update(**changes)
-    return reply
 
 
 def replace_message(message: Message, **fields) -> Message:

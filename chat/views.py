@@ -65,9 +65,11 @@ def _sidebar(request: HttpRequest, current: Conversation | None = None) -> dict:
 @require_GET
 def conversation_detail(request: HttpRequest, conversation_id: int) -> HttpResponse:
     conversation = _owned(request, conversation_id)
+    panel = load_panel(conversation, load_window(conversation))
     context = _sidebar(request, conversation) | {
         "page": transcript.page(conversation, before=None, limit=settings.PAGE_MESSAGES),
-        "ctx": load_panel(conversation, load_window(conversation)),
+        "ctx": panel,
+        "draft": panel.draft,  # a summary waiting for review shows on load, not only when drafted
         "conversation": conversation,
     }
     if request.htmx and request.GET.get("part") == "transcript":

@@ -8,11 +8,12 @@ the window, never by the length of the conversation.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from django.conf import settings
-from django.db.models import F, Q, QuerySet
+from django.db import connection
 from django.utils import timezone
 
 import providers
@@ -22,6 +23,7 @@ from .chart import sawtooth_svg
 from .entries import Entry
 from .models import Compaction
 from .policy import Budget
+from .snapshot import SETTLED, Row, Snapshot, read_snapshot
 from .tokens import (
     MESSAGE_OVERHEAD,
     estimate_content,
@@ -31,9 +33,6 @@ from .tokens import (
 )
 from .window import Window, assemble, summary_pair
 
-# The statuses of rows a window can carry: queued and streaming replies have not happened yet,
-# cancelled messages never will.
-SETTLED = (Message.Status.COMPLETE, Message.Status.INTERRUPTED, Message.Status.ERROR)
 CHART_TURNS = 120  # the chart shows the latest turns, so its cost does not grow without bound
 LISTED_BOUNDARIES = 20
 
@@ -87,27 +86,15 @@ def head_tokens(system: str, summary: str | None, pinned: list[Entry]) -> int:
     return head
 
 
-def window_rows(conversation_id: int, first_kept: int, before_seq: int | None = None) -> QuerySet:
-    """The rows a window carries, oldest first: every settled message from the boundary on, and
-    the pinned ones before it (they ride in the summary message). `pin_id` marks pinned rows."""
-    rows = (
-        Message.objects.filter(conversation_id=conversation_id, status__in=SETTLED)
-        .filter(Q(seq__gte=first_kept) | Q(pin__isnull=False))
-        .annotate(pin_id=F("pin__id"))
-        .order_by("seq")
-    )
-    return rows if before_seq is None else rows.filter(seq__lt=before_seq)
-
-
 def build_state(
     system: str,
     model: str,
     boundary: Compaction | None,
-    rows: list[Message],
+    rows: list[Row],
     before_seq: int | None = None,
 ) -> WindowState:
     """The window over loaded rows (no queries). Rows it does not carry are skipped, so callers
-    may pass a superset of `window_rows`: newer or unsettled messages, or those before the cut
+    may pass a superset: newer or unsettled messages, or those before the cut
     that are not pinned."""
     first_kept = boundary.first_kept_seq if boundary else 1
     rows = [
@@ -136,7 +123,7 @@ def build_state(
 
 
 def _anchor(
-    rows: list[Message], boundary: Compaction | None, head_now: int
+    rows: list[Row], boundary: Compaction | None, head_now: int
 ) -> tuple[int, int, int] | None:
     """The latest reply whose reported usage describes the current window's prefix.
 
@@ -157,22 +144,17 @@ def _anchor(
     return None
 
 
-def latest_boundary(conversation_id: int) -> Compaction | None:
-    return (
-        Compaction.objects.filter(
-            conversation_id=conversation_id, status=Compaction.Status.COMMITTED
-        )
-        .order_by("-id")
-        .first()
-    )
-
-
 def load_window(conversation: Conversation, before_seq: int | None = None) -> WindowState:
-    """The window the next request would carry (two queries)."""
-    boundary = latest_boundary(conversation.pk)
-    first_kept = boundary.first_kept_seq if boundary else 1
-    rows = list(window_rows(conversation.pk, first_kept, before_seq))
-    return build_state(conversation.system_prompt, conversation.model, boundary, rows)
+    """The window the next request would carry (one query)."""
+    return state_of(conversation, read_snapshot(conversation.pk), before_seq=before_seq)
+
+
+def state_of(
+    conversation: Conversation, seen: Snapshot, *, before_seq: int | None = None
+) -> WindowState:
+    return build_state(
+        conversation.system_prompt, conversation.model, seen.boundary, seen.rows, before_seq
+    )
 
 
 # --- the context panel's figures ---------------------------------------------------------------
@@ -221,15 +203,8 @@ class Panel:
 
 
 def load_panel(conversation: Conversation, state: WindowState) -> Panel:
-    """The panel's figures: the window's from `state`, the rest in two queries."""
-    replies = list(
-        Message.objects.filter(
-            conversation_id=conversation.pk, role=Message.Role.ASSISTANT, usage__isnull=False
-        )
-        .order_by("-seq")
-        .values_list("usage", flat=True)[:CHART_TURNS]
-    )
-    per_turn = [t for t in (usage_input_total(u) for u in reversed(replies)) if t > 0]
+    """The whole panel: the figures, and the boundaries with any draft (one query more)."""
+    panel = load_figures(conversation, state)
     # The draft, if any, is the newest open compaction: it comes with the listed boundaries.
     rows = list(
         Compaction.objects.filter(
@@ -241,8 +216,25 @@ def load_panel(conversation: Conversation, state: WindowState) -> Panel:
             ],
         ).order_by("-id")[: LISTED_BOUNDARIES + 1]
     )
-    draft = next((r for r in rows if r.status == Compaction.Status.DRAFT), None)
-    boundaries = [r for r in rows if r.status != Compaction.Status.DRAFT][:LISTED_BOUNDARIES]
+    panel.draft = next((r for r in rows if r.status == Compaction.Status.DRAFT), None)
+    panel.boundaries = [r for r in rows if r.status != Compaction.Status.DRAFT][:LISTED_BOUNDARIES]
+    return panel
+
+
+# Written out: it runs after every reply (the ORM took longer to build it than to run it).
+_CHART_SQL = (
+    "SELECT usage FROM chat_message WHERE conversation_id = %s AND role = 'assistant' "
+    "AND usage IS NOT NULL ORDER BY seq DESC LIMIT %s"
+)
+
+
+def load_figures(conversation: Conversation, state: WindowState) -> Panel:
+    """The meter and the chart: the window's numbers from `state`, the latest replies' usage in
+    one query. What a reply changes, without the boundaries (they change only by compaction)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_CHART_SQL, [conversation.pk, CHART_TURNS])
+        replies = [json.loads(u) if isinstance(u, str) else u for (u,) in cursor.fetchall()]
+    per_turn = [t for t in (usage_input_total(u) for u in reversed(replies)) if t > 0]
     system_tokens = estimate_text(conversation.system_prompt)
     paused = conversation.auto_compact_paused_until
     return Panel(
@@ -254,10 +246,10 @@ def load_panel(conversation: Conversation, state: WindowState) -> Panel:
         summary_tokens=state.head_tokens - system_tokens,
         history_tokens=max(state.tokens - state.head_tokens, 0),
         first_kept_seq=state.boundary.first_kept_seq if state.boundary else 1,
-        boundaries=boundaries,
+        boundaries=[],
         per_turn=per_turn,
         chart_capped=len(replies) == CHART_TURNS,
-        draft=draft,
+        draft=None,
         # An expired pause is no pause: say so only while it holds.
         paused_until=paused if paused and paused > timezone.now() else None,
     )

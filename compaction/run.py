@@ -26,7 +26,7 @@ from providers.values import Request
 from . import summarise as brief
 from .cut import choose_cut
 from .entries import Entry
-from .loading import WindowState, head_tokens, load_window
+from .loading import WindowState, head_tokens
 from .models import Compaction
 from .policy import Budget, auto_paused_until
 from .tokens import CHARS_PER_TOKEN
@@ -106,21 +106,6 @@ def open_locked(
         raise CompactionRefused("A compaction is already running for this conversation.") from None
     older = [e for e in state.entries if e.seq < cut]
     return Opened(row, conversation, state, older, before_reply)
-
-
-def open_auto(conversation_id: int) -> Opened | None:
-    """After a reply crossed the threshold: claim an auto-compaction, unless another reply has
-    started meanwhile (it will decide again when it ends) or there is nothing to cut."""
-    with transaction.atomic():
-        conversation = Conversation.objects.locked(conversation_id)
-        if conversation is None or conversation.messages.filter(status="streaming").exists():
-            return None
-        try:
-            return open_locked(
-                conversation, load_window(conversation), trigger=Compaction.Trigger.AUTO
-            )
-        except CompactionRefused:
-            return None
 
 
 async def run(opened: Opened) -> Compaction:

@@ -6,7 +6,6 @@ boundary, this module only shapes them into a request the Messages API accepts.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -99,13 +98,13 @@ def normalise(messages: list[dict]) -> list[dict]:
 def _clean_message(message: dict) -> dict:
     """Keep only role and content; drop text blocks the API rejects as empty.
 
-    Blocks are deep-copied: the window is handed to an SDK and to callers that may mutate it,
-    while the entries are the transcript and must never change underneath their owner.
+    Blocks are copied (one level: nothing here or in the SDK changes what is inside a block):
+    the window is handed to callers that may change it, while the entries are the transcript.
     """
     content = message.get("content", [])
     if isinstance(content, str):
         content = [{"type": "text", "text": content}]
-    blocks = [copy.deepcopy(b) for b in content if not _is_blank_text(b)]
+    blocks = [dict(b) for b in content if not _is_blank_text(b)]
     return {"role": message["role"], "content": blocks}
 
 

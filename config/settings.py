@@ -126,7 +126,9 @@ DATABASES = {
     "default": dj_database_url.parse(
         env_str("DATABASE_URL", f"sqlite:///{BASE_DIR / 'db.sqlite3'}"),
         conn_max_age=env_int("CONN_MAX_AGE", 60, minimum=0),
-        conn_health_checks=True,
+        # No health-check query before each reuse: the database threads reuse their connection
+        # for every call, and a broken one is closed after the call that found it broken.
+        conn_health_checks=False,
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
@@ -157,7 +159,11 @@ if REDIS_URL:
                         "socket_keepalive": True,
                         "health_check_interval": 30,
                     }
-                ]
+                ],
+                # Every websocket of a process shares one Redis list for its messages, and
+                # past `capacity` channels-redis drops what is sent to it (group_send silently):
+                # room for the backlog of hundreds of sockets, not 100.
+                "capacity": env_int("CHANNEL_CAPACITY", 10_000),
             },
         }
     }

@@ -98,7 +98,8 @@
   document.addEventListener("htmx:oobAfterSwap", function (e) {
     markWindow();
     scrollDown();
-    if (e.detail.target && e.detail.target.id === "context") refreshModelView();
+    var id = e.detail.target && e.detail.target.id;
+    if (id === "context" || id === "context-figures") refreshModelView();
   });
   document.addEventListener("htmx:wsAfterMessage", function () { markWindow(); scrollDown(); });
   document.addEventListener("DOMContentLoaded", function () {

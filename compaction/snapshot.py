@@ -1,0 +1,254 @@
+"""A conversation read in one statement: its latest boundary, the state of its queue, and the
+rows its window carries. This runs on every turn (under the conversation's lock, in the claim),
+so it is written for speed:
+
+- one hand-written statement: building the same through the ORM cost a hundred times more than
+  running it;
+- the rows a window carries are cached per conversation in this process. A transcript row that
+  is final never changes (the transcript is append-only), so a later read fetches only the rows
+  after the cached ones. A new boundary or a change of pins reads the window whole again, and
+  rows that can still change (a reply streaming or queued, a message that can still be
+  cancelled) are never cached. Other processes' writes are seen: they are rows after the cache.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import NamedTuple
+
+from django.db import connection
+from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+
+from chat.models import Message
+
+from .entries import Entry
+from .models import Compaction
+
+# The statuses of rows a window can carry: queued and streaming replies have not happened yet,
+# cancelled messages never will.
+SETTLED = (Message.Status.COMPLETE, Message.Status.INTERRUPTED, Message.Status.ERROR)
+FINAL = (*SETTLED, Message.Status.CANCELLED)  # no write will ever change these rows
+
+
+class Row(NamedTuple):
+    """What the window needs of a transcript row, as a plain tuple."""
+
+    seq: int
+    role: str
+    status: str
+    content: list
+    tokens: int
+    usage: dict | None
+    window_boundary_id: int | None
+    window_head_tokens: int | None
+    pin_id: int | None
+
+    def to_entry(self, pinned: bool = False) -> Entry:
+        return Entry(
+            seq=self.seq, role=self.role, content=self.content, tokens=self.tokens, pinned=pinned
+        )
+
+
+@dataclass
+class Snapshot:
+    """What a claim decides on, and the window's candidate rows, oldest first."""
+
+    rows: list[Row]
+    last_seq: int = 0
+    boundary: Compaction | None = None
+    streaming_id: int | None = None
+    streaming_heartbeat: datetime | None = None
+    running_id: int | None = None
+    running_heartbeat: datetime | None = None
+    next_queued_id: int | None = None
+    next_queued_seq: int | None = None
+    has_draft: bool = False
+
+    @property
+    def busy(self) -> bool:
+        """A reply streams or a compaction runs (in any process)."""
+        return bool(self.streaming_id or self.running_id)
+
+
+# The CTE `s` is the conversation's state (one row of scalar subqueries, each on an index). The
+# rows are the window's: a range scan from the boundary (and past what is cached), and the
+# pinned ones before the boundary through the pin table. With `rows` false only the latest
+# message comes back, carrying the state.
+_SQL = """
+WITH b AS (
+    SELECT id, first_kept_seq, post_tokens, summary FROM compaction_compaction
+    WHERE conversation_id = %(c)s AND status = 'committed' ORDER BY id DESC LIMIT 1
+), s AS (
+    SELECT
+        (SELECT seq FROM chat_message WHERE conversation_id = %(c)s
+            ORDER BY seq DESC LIMIT 1) AS last_seq,
+        (SELECT id FROM b) AS boundary_id,
+        COALESCE((SELECT first_kept_seq FROM b), 1) AS first_kept,
+        (SELECT post_tokens FROM b) AS post_tokens,
+        (SELECT summary FROM b) AS summary,
+        (SELECT id FROM chat_message WHERE conversation_id = %(c)s
+            AND status = 'streaming') AS streaming_id,
+        (SELECT heartbeat_at FROM chat_message WHERE conversation_id = %(c)s
+            AND status = 'streaming') AS streaming_heartbeat,
+        (SELECT id FROM compaction_compaction WHERE conversation_id = %(c)s
+            AND status = 'running') AS running_id,
+        (SELECT heartbeat_at FROM compaction_compaction WHERE conversation_id = %(c)s
+            AND status = 'running') AS running_heartbeat,
+        (SELECT id FROM chat_message WHERE conversation_id = %(c)s AND status = 'queued'
+            ORDER BY seq LIMIT 1) AS queued_id,
+        (SELECT seq FROM chat_message WHERE conversation_id = %(c)s AND status = 'queued'
+            ORDER BY seq LIMIT 1) AS queued_seq,
+        CASE WHEN EXISTS (SELECT 1 FROM compaction_compaction WHERE conversation_id = %(c)s
+            AND status = 'draft') THEN 1 ELSE 0 END AS has_draft,
+        (SELECT COUNT(*) FROM chat_pin WHERE conversation_id = %(c)s) AS pin_count,
+        (SELECT MAX(id) FROM chat_pin WHERE conversation_id = %(c)s) AS pin_max
+)
+SELECT m.seq, m.role, m.status, m.content, m.tokens, m.usage, m.window_boundary_id,
+       m.window_head_tokens, p.id,
+       s.last_seq, s.boundary_id, s.first_kept, s.post_tokens,
+       CASE WHEN m.seq = s.last_seq THEN s.summary END,
+       s.streaming_id, s.streaming_heartbeat, s.running_id, s.running_heartbeat,
+       s.queued_id, s.queued_seq, s.has_draft, s.pin_count, s.pin_max
+FROM s
+JOIN chat_message m ON m.conversation_id = %(c)s
+    AND (m.seq = s.last_seq OR (%(rows)s AND m.seq >= s.first_kept AND m.seq > %(after)s))
+LEFT JOIN chat_pin p ON p.message_id = m.id
+UNION ALL
+SELECT m.seq, m.role, m.status, m.content, m.tokens, m.usage, m.window_boundary_id,
+       m.window_head_tokens, p.id,
+       s.last_seq, s.boundary_id, s.first_kept, s.post_tokens, NULL,
+       s.streaming_id, s.streaming_heartbeat, s.running_id, s.running_heartbeat,
+       s.queued_id, s.queued_seq, s.has_draft, s.pin_count, s.pin_max
+FROM s
+JOIN chat_pin p ON p.conversation_id = %(c)s
+JOIN chat_message m ON m.id = p.message_id AND m.seq < s.first_kept
+    AND %(rows)s AND %(after)s = 0
+ORDER BY 1
+"""
+_WIDTH = len(Row._fields)
+
+
+@dataclass(frozen=True)
+class _Cached:
+    shape: tuple  # (boundary id, pin count, newest pin id): any change reads the window whole
+    upto: int  # every row up to this seq is in `rows`, and final
+    rows: tuple[Row, ...]
+
+
+class _Cache:
+    """The final rows of recent windows, per conversation (least recently used dropped)."""
+
+    def __init__(self, size: int = 1000) -> None:
+        self.size = size
+        self._lock = threading.Lock()
+        self._items: OrderedDict[int, _Cached] = OrderedDict()
+
+    def get(self, conversation_id: int) -> _Cached | None:
+        with self._lock:
+            item = self._items.get(conversation_id)
+            if item is not None:
+                self._items.move_to_end(conversation_id)
+            return item
+
+    def put(self, conversation_id: int, item: _Cached) -> None:
+        with self._lock:
+            self._items[conversation_id] = item
+            self._items.move_to_end(conversation_id)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+
+_cache = _Cache()
+
+
+def read_snapshot(conversation_id: int, *, with_rows: bool = True) -> Snapshot:
+    """The conversation's snapshot. No row at all is an empty conversation: nothing can run in
+    it and no boundary exists."""
+    cached = _cache.get(conversation_id) if with_rows else None
+    found = _read(conversation_id, with_rows, cached.upto if cached else 0)
+    if not found:
+        return Snapshot(rows=[])
+    latest = next(r for r in found if r[0] == r[_WIDTH])  # the one carrying the summary
+    (last_seq, boundary_id, first_kept, post_tokens, summary, *queue) = latest[_WIDTH:]
+    shape = (boundary_id, *latest[-2:])
+    rows: list[Row] = []
+    if with_rows:
+        if cached is not None and cached.shape != shape:
+            found, cached = _read(conversation_id, True, 0), None  # a new boundary or pins
+        after = cached.upto if cached else 0
+        # The latest message always comes back (it carries the state), cached or not.
+        rows = list(cached.rows if cached else ()) + [_row(r) for r in found if r[0] > after]
+        _cache.put(conversation_id, _Cached(shape, *_final_prefix(rows)))
+    boundary = None
+    if boundary_id is not None:
+        boundary = Compaction(
+            pk=boundary_id,
+            conversation_id=conversation_id,
+            status=Compaction.Status.COMMITTED,
+            first_kept_seq=first_kept,
+            summary=summary or "",
+            post_tokens=post_tokens,
+        )
+    streaming_id, streaming_at, running_id, running_at, queued_id, queued_seq, draft = queue[:7]
+    return Snapshot(
+        rows=rows,
+        last_seq=last_seq,
+        boundary=boundary,
+        streaming_id=streaming_id,
+        streaming_heartbeat=as_datetime(streaming_at),
+        running_id=running_id,
+        running_heartbeat=as_datetime(running_at),
+        next_queued_id=queued_id,
+        next_queued_seq=queued_seq,
+        has_draft=bool(draft),
+    )
+
+
+def _read(conversation_id: int, with_rows: bool, after: int) -> list[tuple]:
+    with connection.cursor() as cursor:
+        cursor.execute(_SQL, {"c": conversation_id, "rows": with_rows, "after": after})
+        return cursor.fetchall()
+
+
+def _row(found: tuple) -> Row:
+    seq, role, status, content, tokens, usage, boundary_id, head, pin = found[:_WIDTH]
+    return Row(seq, role, status, _json(content), tokens, _json(usage), boundary_id, head, pin)
+
+
+def _final_prefix(rows: list[Row]) -> tuple[int, tuple[Row, ...]]:
+    """The rows that can be kept: the longest run, oldest first, of rows no write will change.
+    A user's message is final only once its reply is (until then it can still be cancelled)."""
+    upto = 0
+    for i, row in enumerate(rows):
+        if row.status not in FINAL:
+            break
+        if row.role == Message.Role.USER and row.status != Message.Status.CANCELLED:
+            reply = rows[i + 1] if i + 1 < len(rows) else None
+            if reply is None or reply.status not in FINAL:
+                break
+        upto = i + 1
+    kept = tuple(rows[:upto])
+    return (kept[-1].seq if kept else 0), kept
+
+
+def _json(value):
+    # JSON columns arrive as text on both backends (Django has psycopg leave jsonb as text).
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def as_datetime(value) -> datetime | None:
+    # SQLite hands back the stored text (UTC, naive); PostgreSQL an aware datetime.
+    if isinstance(value, str):
+        value = parse_datetime(value)
+    if value is not None and timezone.is_naive(value):
+        value = timezone.make_aware(value, UTC)
+    return value
