@@ -56,6 +56,7 @@ FINAL_STATUSES = {"complete", "error", "interrupted", "cancelled"}
 # Targets (see bench/README.md): chats -> checks.
 ADDED_P50_MAX_MS = {100: 50.0, 10: 10.0}
 RELAY_RATIO_MIN = {100: 0.8}
+RELAY_WITHOUT_HISTORY = False  # set from --relay-without-history
 TWO_PROCESS_RATIO_MIN = {100: 1.3}
 ZERO_LOST_AT = {100}
 SATURATED = 0.85  # share of one core above which a client or the provider may be the bottleneck
@@ -94,6 +95,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--no-relay", action="store_true", help="skip the relay baseline")
     p.add_argument("--relay-only", action="store_true", help="run only the relay baseline")
+    p.add_argument(
+        "--relay-without-history",
+        action="store_true",
+        help="the relay sends only the new message (default: the conversation so far, the "
+        "same request the app sends, so both do the same provider work)",
+    )
     p.add_argument("--duration", type=float, default=20.0, help="measured window, s (default 20)")
     p.add_argument("--warmup", type=float, default=5.0, help="warm-up before it, s (default 5)")
     p.add_argument(
@@ -415,6 +422,7 @@ def server_env(config: Config, database_url: str, redis_url: str, provider_url: 
         CHAT_MODEL=MODEL,
         LLM_MAX_RETRIES="0",
         LOG_LEVEL="WARNING",
+        RELAY_HISTORY="0" if RELAY_WITHOUT_HISTORY else "1",
     )
     return env
 
@@ -1322,7 +1330,9 @@ def report(results: list[dict], args: argparse.Namespace, expected: str) -> None
 
 
 def main(argv: list[str] | None = None) -> int:
+    global RELAY_WITHOUT_HISTORY
     args = parse_args(argv)
+    RELAY_WITHOUT_HISTORY = args.relay_without_history
     if args._setup is not None:
         setup_chats(args._setup)
         return 0
