@@ -28,9 +28,10 @@ async def send(user, conversation_id: int, text) -> queue.Claim:
     The returned claim's step is what the engine runs."""
     text = queue.clean_user_text(text)
     claim = await db.run(queue.append, user, conversation_id, text)
-    await broadcast.html(
-        conversation_id, fragments.appended_message(claim.message, queued=claim.queued)
-    )
+    if not isinstance(claim.step, queue.Turn):  # a reply starting now shows it with its own
+        await broadcast.html(
+            conversation_id, fragments.appended_message(claim.message, queued=claim.queued)
+        )
     for reply in claim.recovered:
         await broadcast.html(conversation_id, fragments.replaced_message(reply))
     return claim

@@ -10,11 +10,11 @@ each call exactly as Django does around a request (`CONN_MAX_AGE`, `CONN_HEALTH_
 from __future__ import annotations
 
 import asyncio
+import contextvars
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import close_old_connections
 
@@ -37,8 +37,11 @@ def _call[R](function: Callable[..., R]) -> R:
 
 
 async def run[**P, R](function: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
-    call = partial(_call, partial(function, *args, **kwargs))
-    running = asyncio.ensure_future(sync_to_async(call, thread_sensitive=False, executor=_pool())())
+    # The executor directly, not asgiref's sync_to_async: nothing here needs its thread-local
+    # bookkeeping, and this runs a few times every turn. The context is carried over as
+    # sync_to_async would.
+    call = partial(contextvars.copy_context().run, _call, partial(function, *args, **kwargs))
+    running = asyncio.get_running_loop().run_in_executor(_pool(), call)
     try:
         return await asyncio.shield(running)
     except asyncio.CancelledError:

@@ -138,7 +138,8 @@ class _Stopped(Exception):
 async def _turn(turn: queue.Turn) -> queue.Step:
     """Stream one reply and close its row, whatever happens; returns what runs next."""
     conversation_id, reply = turn.conversation.pk, turn.reply
-    await broadcast.html(conversation_id, fragments.started(reply))
+    sent = fragments.appended_message(turn.message) if turn.message else ""
+    await broadcast.html(conversation_id, sent + fragments.started(reply))
     received = _Received()
     relay = DeltaRelay(conversation_id, reply.seq, settings.DELTA_INTERVAL_MS / 1000)
     streaming = asyncio.ensure_future(_stream(turn, received, relay))

@@ -19,6 +19,7 @@ Plain synchronous functions, one transaction each: async callers go through `cha
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -51,6 +52,9 @@ class Turn:
     state: WindowState
     # A draft waits for review: auto-compaction must not knock again after this reply.
     has_draft: bool
+    # The user's message, when it was sent just now and this reply starts at once: shown with
+    # the reply's bubble, in one frame.
+    message: Message | None = None
 
     @property
     def max_tokens(self) -> int:
@@ -134,7 +138,7 @@ def claim_next(conversation_id: int, *, compact: bool = True) -> Claim:
     """Claim the conversation's oldest queued reply, if nothing else runs. `compact=False` after
     a compaction made room for this very reply: if it still does not fit, it is refused."""
     with transaction.atomic():
-        conversation = _lock(conversation_id)
+        conversation = _lock(conversation_id, touch=False)
         if conversation is None:
             return Claim(None)
         # The state alone first: after most replies nothing is queued, and the window's rows
@@ -167,33 +171,40 @@ _CONVERSATION_FIELDS = Conversation._meta.concrete_fields
 _MESSAGE_FIELDS = [f for f in Message._meta.concrete_fields if not f.primary_key]
 
 
-def _lock(conversation_id, user=None, *, title: str | None = None) -> Conversation | None:
-    """Lock the conversation's row for this transaction and return it as it is now, in one
-    statement that also touches it (it moves up its owner's list) and, given `title`, names it
-    if it has no name yet. Every change to a conversation's queue (a send, a claim, a cancel,
-    opening a compaction) takes this lock first, so they happen one at a time and each
-    statement after it sees the others' committed work."""
+def _lock(
+    conversation_id, user=None, *, touch: bool = True, title: str | None = None
+) -> Conversation | None:
+    """Lock the conversation's row for this transaction and return it as it is now. Every
+    change to a conversation's queue (a send, a claim, a cancel, opening a compaction) takes
+    this lock first, so they happen one at a time and each statement after it sees the others'
+    committed work. One statement: with `touch` it also moves the conversation up its owner's
+    list, and given `title` names it if it has no name yet."""
     if user is not None and not user.is_authenticated:
         return None
     try:
-        params = [_now(), int(conversation_id)]
+        where, params = ["id = %s", "deleted_at IS NULL"], [int(conversation_id)]
     except (TypeError, ValueError):
         return None
-    naming = ""
-    if title is not None:
-        naming = ", title = CASE WHEN title = %s THEN %s ELSE title END"
-        params[1:1] = [DEFAULT_TITLE, title]
-    owner = ""
     if user is not None:
-        owner = " AND owner_id = %s"
+        where.append("owner_id = %s")
         params.append(user.pk)
     columns = ", ".join(f.column for f in _CONVERSATION_FIELDS)
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"UPDATE chat_conversation SET updated_at = %s{naming} "  # noqa: S608 - no input
-            f"WHERE id = %s AND deleted_at IS NULL{owner} RETURNING {columns}",
-            params,
+    if touch or title is not None:
+        changes, values = ["updated_at = %s"], [_now()]
+        if title is not None:
+            changes.append("title = CASE WHEN title = %s THEN %s ELSE title END")
+            values += [DEFAULT_TITLE, title]
+        sql = (
+            f"UPDATE chat_conversation SET {', '.join(changes)} "  # noqa: S608 - no input
+            f"WHERE {' AND '.join(where)} RETURNING {columns}"
         )
+        params = values + params
+    else:
+        sql = f"SELECT {columns} FROM chat_conversation WHERE {' AND '.join(where)}"  # noqa: S608
+        if connection.features.has_select_for_update:
+            sql += " FOR UPDATE"  # SQLite needs none: IMMEDIATE transactions go one by one
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
         found = cursor.fetchone()
     if found is None:
         return None
@@ -262,7 +273,13 @@ def _decide(
         reply.window_head_tokens = state.head_tokens
         if not _store(reply, insert):
             return None
-        return Turn(conversation, reply, state, has_draft=seen.has_draft)
+        return Turn(
+            conversation,
+            reply,
+            state,
+            has_draft=seen.has_draft,
+            message=insert[0] if insert else None,
+        )
     if compact:
         try:
             opened = compaction.open_locked(
@@ -357,7 +374,8 @@ def close_turn(
         title = None
         if reply.seq == 2 and turn.state.entries:
             title = title_from(turn.state.entries[-1].text)
-        conversation = _lock(turn.conversation.pk, title=title) or turn.conversation
+        # The send touched the conversation already: the lock alone, or the first reply's title.
+        conversation = _lock(turn.conversation.pk, touch=False, title=title) or turn.conversation
         seen = read_snapshot(conversation.pk, with_rows=compact)
         recovered = _recover(conversation, seen)
         step = None
@@ -411,13 +429,11 @@ def finished(turn: Turn, *, content: list[dict], status: str, usage=None, error=
 
 
 def replace_message(message: Message, **fields) -> Message:
-    """A copy of an unsaved-or-saved row with some fields changed (rows here are values)."""
-    copy = Message(
-        **{f.attname: getattr(message, f.attname) for f in Message._meta.concrete_fields}
-    )
+    """A copy of a row with some fields changed (rows here are values)."""
+    changed = copy.copy(message)
     for name, value in fields.items():
-        setattr(copy, name, value)
-    return copy
+        setattr(changed, name, value)
+    return changed
 
 
 def title_from(text: str) -> str:

@@ -9,6 +9,8 @@ the window, never by the length of the conversation.
 from __future__ import annotations
 
 import json
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
@@ -52,6 +54,9 @@ class WindowState:
     # prefix; None: estimate it all.
     anchor: tuple[int, int, int] | None
     tokens: int
+    # Input tokens of each reply the window carries (what its request weighed), oldest first:
+    # the chart's latest points.
+    per_turn: list[int] = field(default_factory=list, hash=False)
 
     def window(self) -> Window:
         return assemble(self.system, self.summary, self.entries, self.pinned_before_cut)
@@ -60,12 +65,13 @@ class WindowState:
         """The state once `added` (a user message, its reply) are in the transcript. The reply's
         usage, when the server reported it, becomes the new anchor."""
         entries = self.entries + added
-        anchor = self.anchor
+        anchor, per_turn = self.anchor, self.per_turn
         if added and usage_input_total(usage) > 0:
             output = int((usage or {}).get("output_tokens") or 0) + MESSAGE_OVERHEAD
             anchor = (added[-1].seq, usage_input_total(usage) + output, self.head_tokens)
+            per_turn = [*per_turn, usage_input_total(usage)]
         tokens = window_total(self.head_tokens, entries, anchor)
-        return replace(self, entries=entries, anchor=anchor, tokens=tokens)
+        return replace(self, entries=entries, anchor=anchor, tokens=tokens, per_turn=per_turn)
 
 
 def budget_for(model: str) -> Budget:
@@ -104,12 +110,18 @@ def build_state(
         and (before_seq is None or r.seq < before_seq)
         and (r.seq >= first_kept or r.pin_id is not None)
     ]
-    entries = [r.to_entry(pinned=r.pin_id is not None) for r in rows if r.seq >= first_kept]
-    pinned = [r.to_entry(pinned=True) for r in rows if r.seq < first_kept]
+    entries = [r.entry for r in rows if r.seq >= first_kept]
+    pinned = [r.entry for r in rows if r.seq < first_kept]
     summary = boundary.summary if boundary else None
     head = head_tokens(system, summary, pinned)
     anchor = _anchor([r for r in rows if r.seq >= first_kept], boundary, head)
+    per_turn = [
+        t
+        for t in (usage_input_total(r.usage) for r in rows if r.seq >= first_kept and r.usage)
+        if t > 0
+    ]
     return WindowState(
+        per_turn=per_turn,
         system=system,
         summary=summary,
         entries=entries,
@@ -178,22 +190,34 @@ class Panel:
     draft: Compaction | None
     paused_until: datetime | None
 
-    def pct(self, value: int) -> float:
-        return round(100 * value / self.budget, 1) if self.budget else 0
+    # Formatted here rather than with template filters: the figures are drawn after every reply.
+
+    def pct(self, value: int) -> str:
+        return f"{100 * value / self.budget:.1f}" if self.budget else "0.0"
 
     @property
-    def threshold_pct(self) -> float:
+    def threshold_pct(self) -> str:
         return self.pct(self.threshold)
 
     @property
-    def segments(self) -> list[tuple[str, str, int, float]]:
+    def numbers(self) -> dict[str, str]:
+        """The meter's figures with thousands separators."""
+        return {
+            "tokens": f"{self.tokens:,}",
+            "budget": f"{self.budget:,}",
+            "threshold": f"{self.threshold:,}",
+        }
+
+    @property
+    def segments(self) -> list[tuple[str, str, str, str]]:
+        """(key, label, tokens, % of the budget) of each part of the window."""
         parts = [
             ("system", "System prompt", self.system_tokens),
             ("summary", "Summary", self.summary_tokens),
             ("history", "Kept history", self.history_tokens),
             ("reserve", "Reply reserve", self.reserve),
         ]
-        return [(key, label, value, self.pct(value)) for key, label, value in parts]
+        return [(key, label, f"{value:,}", self.pct(value)) for key, label, value in parts]
 
     @property
     def chart(self) -> str:
@@ -221,20 +245,41 @@ def load_panel(conversation: Conversation, state: WindowState) -> Panel:
     return panel
 
 
-# Written out: it runs after every reply (the ORM took longer to build it than to run it).
-_CHART_SQL = (
+# Replies before the current boundary never change: their points are read once per boundary.
+_EARLIER_SQL = (
     "SELECT usage FROM chat_message WHERE conversation_id = %s AND role = 'assistant' "
-    "AND usage IS NOT NULL ORDER BY seq DESC LIMIT %s"
+    "AND usage IS NOT NULL AND seq < %s ORDER BY seq DESC LIMIT %s"
 )
+_earlier: OrderedDict[tuple[int, int], list[int]] = OrderedDict()
+_earlier_lock = threading.Lock()
+
+
+def _earlier_points(conversation_id: int, boundary: Compaction | None) -> list[int]:
+    """The chart's points before the window: replies before the boundary (none without one)."""
+    if boundary is None:
+        return []
+    key = (conversation_id, boundary.pk)
+    with _earlier_lock:
+        if key in _earlier:
+            _earlier.move_to_end(key)
+            return _earlier[key]
+    with connection.cursor() as cursor:
+        cursor.execute(_EARLIER_SQL, [conversation_id, boundary.first_kept_seq, CHART_TURNS])
+        usages = [json.loads(u) if isinstance(u, str) else u for (u,) in cursor.fetchall()]
+    points = [t for t in (usage_input_total(u) for u in reversed(usages)) if t > 0]
+    with _earlier_lock:
+        _earlier[key] = points
+        while len(_earlier) > 1000:
+            _earlier.popitem(last=False)
+    return points
 
 
 def load_figures(conversation: Conversation, state: WindowState) -> Panel:
-    """The meter and the chart: the window's numbers from `state`, the latest replies' usage in
-    one query. What a reply changes, without the boundaries (they change only by compaction)."""
-    with connection.cursor() as cursor:
-        cursor.execute(_CHART_SQL, [conversation.pk, CHART_TURNS])
-        replies = [json.loads(u) if isinstance(u, str) else u for (u,) in cursor.fetchall()]
-    per_turn = [t for t in (usage_input_total(u) for u in reversed(replies)) if t > 0]
+    """The meter and the chart, what a reply changes (the boundaries change only by compaction):
+    the window's numbers and latest points from `state`, the points before its boundary read
+    once per boundary."""
+    points = _earlier_points(conversation.pk, state.boundary) + state.per_turn
+    per_turn = points[-CHART_TURNS:]
     system_tokens = estimate_text(conversation.system_prompt)
     paused = conversation.auto_compact_paused_until
     return Panel(
@@ -248,7 +293,7 @@ def load_figures(conversation: Conversation, state: WindowState) -> Panel:
         first_kept_seq=state.boundary.first_kept_seq if state.boundary else 1,
         boundaries=[],
         per_turn=per_turn,
-        chart_capped=len(replies) == CHART_TURNS,
+        chart_capped=len(points) >= CHART_TURNS,
         draft=None,
         # An expired pause is no pause: say so only while it holds.
         paused_until=paused if paused and paused > timezone.now() else None,

@@ -36,22 +36,17 @@ FINAL = (*SETTLED, Message.Status.CANCELLED)  # no write will ever change these 
 
 
 class Row(NamedTuple):
-    """What the window needs of a transcript row, as a plain tuple."""
+    """What the window needs of a transcript row, as a plain tuple, with its `Entry` (built
+    once: a cached row serves many turns)."""
 
     seq: int
     role: str
     status: str
-    content: list
-    tokens: int
     usage: dict | None
     window_boundary_id: int | None
     window_head_tokens: int | None
     pin_id: int | None
-
-    def to_entry(self, pinned: bool = False) -> Entry:
-        return Entry(
-            seq=self.seq, role=self.role, content=self.content, tokens=self.tokens, pinned=pinned
-        )
+    entry: Entry
 
 
 @dataclass
@@ -130,7 +125,7 @@ JOIN chat_message m ON m.id = p.message_id AND m.seq < s.first_kept
     AND %(rows)s AND %(after)s = 0
 ORDER BY 1
 """
-_WIDTH = len(Row._fields)
+_WIDTH = 9  # the message columns, before the state's
 
 
 @dataclass(frozen=True)
@@ -186,8 +181,9 @@ def read_snapshot(conversation_id: int, *, with_rows: bool = True) -> Snapshot:
             found, cached = _read(conversation_id, True, 0), None  # a new boundary or pins
         after = cached.upto if cached else 0
         # The latest message always comes back (it carries the state), cached or not.
-        rows = list(cached.rows if cached else ()) + [_row(r) for r in found if r[0] > after]
-        _cache.put(conversation_id, _Cached(shape, *_final_prefix(rows)))
+        kept = list(cached.rows if cached else ())
+        rows = kept + [_row(r) for r in found if r[0] > after]
+        _cache.put(conversation_id, _Cached(shape, *_final_prefix(rows, len(kept))))
     boundary = None
     if boundary_id is not None:
         boundary = Compaction(
@@ -221,14 +217,16 @@ def _read(conversation_id: int, with_rows: bool, after: int) -> list[tuple]:
 
 def _row(found: tuple) -> Row:
     seq, role, status, content, tokens, usage, boundary_id, head, pin = found[:_WIDTH]
-    return Row(seq, role, status, _json(content), tokens, _json(usage), boundary_id, head, pin)
+    entry = Entry(seq, role, _json(content), tokens, pinned=pin is not None)
+    return Row(seq, role, status, _json(usage), boundary_id, head, pin, entry)
 
 
-def _final_prefix(rows: list[Row]) -> tuple[int, tuple[Row, ...]]:
-    """The rows that can be kept: the longest run, oldest first, of rows no write will change.
-    A user's message is final only once its reply is (until then it can still be cancelled)."""
-    upto = 0
-    for i, row in enumerate(rows):
+def _final_prefix(rows: list[Row], known: int) -> tuple[int, tuple[Row, ...]]:
+    """The rows that can be kept: the longest run, oldest first, of rows no write will change
+    (the first `known` are, from the cache). A user's message is final only once its reply is
+    (until then it can still be cancelled)."""
+    upto = known
+    for i, row in enumerate(rows[known:], start=known):
         if row.status not in FINAL:
             break
         if row.role == Message.Role.USER and row.status != Message.Status.CANCELLED:

@@ -85,6 +85,13 @@ def _entry_message(entry: Entry) -> dict:
 def normalise(messages: list[dict]) -> list[dict]:
     """Make `messages` valid for the Messages API without inventing any content."""
     current = [_clean_message(m) for m in messages]
+    if _valid(current):
+        return current  # the common case, checked in one pass
+    return repair(current)
+
+
+def repair(current: list[dict]) -> list[dict]:
+    """Apply the passes until nothing changes."""
     while True:
         nxt = _drop_empty(current)
         nxt = _drop_leading_assistant(nxt)
@@ -110,7 +117,35 @@ def _clean_message(message: dict) -> dict:
 
 def _is_blank_text(block: dict) -> bool:
     # The API rejects text blocks that are empty or whitespace only.
-    return block.get("type") == "text" and not str(block.get("text", "")).strip()
+    if block.get("type") != "text":
+        return False
+    text = block.get("text", "")
+    return not text or (text.isspace() if isinstance(text, str) else not str(text).strip())
+
+
+def _valid(messages: list[dict]) -> bool:
+    """Whether the passes below would change nothing: no empty message, a user message first,
+    roles alternating, every tool_use answered in the next message and every tool_result asked
+    for in the one before, results before text."""
+    previous = None
+    for i, message in enumerate(messages):
+        role, content = message["role"], message["content"]
+        if not content or role == (previous["role"] if previous else "assistant"):
+            return False
+        after = messages[i + 1] if i + 1 < len(messages) else None
+        if role == "assistant":
+            asked = {b.get("id") for b in content if b.get("type") == "tool_use"}
+            if asked and not asked <= _ids(after, "user", "tool_result", "tool_use_id"):
+                return False
+        else:
+            answered = [b.get("tool_use_id") for b in content if b.get("type") == "tool_result"]
+            if answered:
+                if not set(answered) <= _ids(previous, "assistant", "tool_use", "id"):
+                    return False
+                if any(b.get("type") != "tool_result" for b in content[: len(answered)]):
+                    return False
+        previous = message
+    return True
 
 
 def _drop_empty(messages: list[dict]) -> list[dict]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
@@ -26,9 +28,10 @@ def close_thread_connections(django_db_setup, django_db_blocker):
 def fresh_window_cache():
     """Tests roll back and flush the database, so ids come back with other rows behind them
     (in production an id is never reused): each test starts with an empty window cache."""
-    from compaction.snapshot import _cache
+    from compaction import loading, snapshot
 
-    _cache.clear()
+    snapshot._cache.clear()
+    loading._earlier.clear()
 
 
 @pytest.fixture
@@ -65,7 +68,7 @@ async def channel_layer(settings):
     from chat import engine
 
     if not settings.REDIS_URL:
-        settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+        settings.CHANNEL_LAYERS = {"default": {"BACKEND": "chat.layers.InMemoryLayer"}}
     channel_layers.backends.clear()
     yield
     await engine.shutdown()
@@ -81,6 +84,12 @@ def socket_for(user, conversation_id) -> WebsocketCommunicator:
     )
     communicator.scope["user"] = user
     return communicator
+
+
+def shows(seq: int, status: str):
+    """A frame carrying message `seq` rendered with `status` (not merely mentioning both)."""
+    pattern = re.compile(rf'<article id="msg-{seq}"[^>]*data-status="{status}"')
+    return lambda frame: pattern.search(frame) is not None
 
 
 async def receive_until(communicator, predicate, *, timeout: float = 5.0) -> list[str]:

@@ -11,7 +11,7 @@ from chat.models import Message
 from compaction.loading import load_window
 from compaction.models import Compaction
 from compaction.tokens import estimate_request
-from tests.conftest import receive_until, socket_for
+from tests.conftest import receive_until, shows, socket_for
 from tests.fakes import OMIT
 from tests.transcripts import add_turns
 from tests.waiting import settle
@@ -118,7 +118,7 @@ async def test_a_request_that_cannot_fit_even_after_compacting_is_refused_not_se
     ws = socket_for(alice, conversation.pk)
     await ws.connect()
     await ws.send_to(text_data=send("question " * 250))
-    frames = await receive_until(ws, lambda f: 'id="msg-6"' in f and 'data-status="error"' in f)
+    frames = await receive_until(ws, shows(6, "error"))
     await settle(conversation.pk)
     reply = await Message.objects.aget(conversation=conversation, seq=6)
     assert reply.status == "error" and "budget of 2,000" in reply.error

@@ -10,7 +10,7 @@ import pytest
 from chat import engine
 from chat.liveness import local
 from chat.models import Message
-from tests.conftest import receive_until, socket_for
+from tests.conftest import receive_until, shows, socket_for
 from tests.waiting import settle
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("channel_layer")]
@@ -74,7 +74,7 @@ async def test_stop_keeps_the_partial_reply_marked_interrupted(alice, conversati
     await ws.send_to(text_data=send("go on forever"))
     await receive_until(ws, lambda f: "beforeend:#msg-2-text" in f)
     await ws.send_to(text_data=json.dumps({"action": "stop"}))
-    await receive_until(ws, lambda f: 'data-status="interrupted"' in f)
+    await receive_until(ws, shows(2, "interrupted"))
     await settle(conversation.pk)
     reply = (await messages_of(conversation))[-1]
     assert reply.status == "interrupted"
@@ -89,7 +89,7 @@ async def test_a_second_tab_sees_the_same_stream(alice, conversation, fake_llm):
     await first.connect()
     await second.connect()
     await first.send_to(text_data=send("hello both"))
-    done = lambda f: 'id="msg-2"' in f and 'data-status="complete"' in f  # noqa: E731
+    done = shows(2, "complete")  # noqa: E731
     seen_first = await receive_until(first, done)
     seen_second = await receive_until(second, done)
     for frames in (seen_first, seen_second):
@@ -108,7 +108,7 @@ async def test_a_provider_error_keeps_the_user_message_and_the_partial_text(
     ws = socket_for(alice, conversation.pk)
     await ws.connect()
     await ws.send_to(text_data=send("please answer"))
-    frames = await receive_until(ws, lambda f: 'data-status="error"' in f)
+    frames = await receive_until(ws, shows(2, "error"))
     assert "overloaded (529)" in frames[-1]
     await settle(conversation.pk)
     user, reply = await messages_of(conversation)
@@ -121,7 +121,7 @@ async def test_a_provider_error_keeps_the_user_message_and_the_partial_text(
     # And the user can simply send again.
     fake_llm.enqueue(["Fine now."])
     await ws.send_to(text_data=send("please answer"))
-    await receive_until(ws, lambda f: 'id="msg-4"' in f and 'data-status="complete"' in f)
+    await receive_until(ws, shows(4, "complete"))
     await settle(conversation.pk)
     assert [m.status for m in await messages_of(conversation)] == [
         "complete",
@@ -188,7 +188,7 @@ async def test_a_message_sent_while_a_reply_streams_is_queued_then_answered(
     reply = await Message.objects.filter(conversation=conversation, seq=4).afirst()
     assert reply.status == "queued"
     gate.set()
-    await receive_until(ws, lambda f: 'id="msg-4"' in f and 'data-status="complete"' in f)
+    await receive_until(ws, shows(4, "complete"))
     await settle(conversation.pk)
     rows = await messages_of(conversation)
     assert [(m.seq, m.role, m.status, m.text) for m in rows] == [
@@ -218,7 +218,7 @@ async def test_a_queued_message_can_be_cancelled_and_is_never_sent(alice, conver
     await ws.send_to(text_data=send("and this one"))
     await receive_until(ws, lambda f: 'id="send-accepted"' in f)
     gate.set()
-    await receive_until(ws, lambda f: 'id="msg-6"' in f and 'data-status="complete"' in f)
+    await receive_until(ws, shows(6, "complete"))
     await settle(conversation.pk)
     rows = await messages_of(conversation)
     assert [(m.seq, m.status) for m in rows] == [
@@ -248,7 +248,7 @@ async def test_it_does_not_leave_a_task_behind_after_an_unexpected_crash(
     ws = socket_for(alice, conversation.pk)
     await ws.connect()
     await ws.send_to(text_data=send("hi"))
-    frames = await receive_until(ws, lambda f: 'data-status="error"' in f)
+    frames = await receive_until(ws, shows(2, "error"))
     assert "The server failed while answering" in frames[-1]
     await settle(conversation.pk)
     assert conversation.pk not in local().drivers
@@ -268,7 +268,7 @@ async def test_two_tabs_sending_at_once_run_one_reply_at_a_time_in_order(
         first.send_to(text_data=send("from tab one")),
         second.send_to(text_data=send("from tab two")),
     )
-    await receive_until(first, lambda f: 'id="msg-4"' in f and 'data-status="complete"' in f)
+    await receive_until(first, shows(4, "complete"))
     await settle(conversation.pk)
     rows = await messages_of(conversation)
     assert [(m.role, m.status) for m in rows] == [
@@ -289,14 +289,14 @@ async def test_stop_before_the_model_answers_still_closes_the_reply(alice, conve
     ws = socket_for(alice, conversation.pk)
     await ws.connect()
     await ws.send_to(text_data=send("hi"))
-    await receive_until(ws, lambda f: 'id="msg-2"' in f and 'data-status="streaming"' in f)
+    await receive_until(ws, shows(2, "streaming"))
     await ws.send_to(text_data=json.dumps({"action": "stop"}))
-    await receive_until(ws, lambda f: 'id="msg-2"' in f and 'data-status="interrupted"' in f)
+    await receive_until(ws, shows(2, "interrupted"))
     await settle(conversation.pk)
     reply = (await messages_of(conversation))[-1]
     assert (reply.status, reply.content) == ("interrupted", [])
     await ws.send_to(text_data=send("and again"))  # the conversation is usable at once
-    await receive_until(ws, lambda f: 'id="msg-4"' in f and 'data-status="complete"' in f)
+    await receive_until(ws, shows(4, "complete"))
     await settle(conversation.pk)
     await ws.disconnect()
 

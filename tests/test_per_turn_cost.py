@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -16,6 +17,8 @@ from tests.conftest import receive_until, socket_for
 from tests.queries import all_queries
 from tests.transcripts import add_turns
 from tests.waiting import settle
+
+FINISHED = re.compile(r'<article id="msg-\d+" class="message assistant[^>]*data-status="complete"')
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("channel_layer")]
 
@@ -63,7 +66,7 @@ async def one_turn(user, conversation, fake_llm):
     fake_llm.stream = counting_stream
     with all_queries() as seen:
         await ws.send_to(text_data=json.dumps({"action": "send", "message": "One more?"}))
-        await receive_until(ws, lambda f: 'data-status="complete"' in f and "assistant" in f)
+        await receive_until(ws, FINISHED.search)
         await settle(conversation.pk)
     fake_llm.stream = stream
     await ws.disconnect()

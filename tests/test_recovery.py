@@ -15,7 +15,7 @@ from chat import engine
 from chat.liveness import local
 from chat.models import Message
 from compaction.models import Compaction
-from tests.conftest import receive_until, socket_for
+from tests.conftest import receive_until, shows, socket_for
 from tests.transcripts import add_turns
 from tests.waiting import settle
 
@@ -59,8 +59,8 @@ async def test_the_sweep_closes_a_dead_reply_keeping_its_text_and_runs_the_queue
     reply = await sync_to_async(left_by_a_dead_process)(conversation, queued_behind=True)
     ws = socket_for(alice, conversation.pk)
     await ws.connect()  # the first use in a (new) process starts its sweep
-    frames = await receive_until(ws, lambda f: 'id="msg-6"' in f and 'data-status="complete"' in f)
-    assert any('id="msg-4"' in f and 'data-status="interrupted"' in f for f in frames)
+    frames = await receive_until(ws, shows(6, "complete"))
+    assert any(shows(4, "interrupted")(f) for f in frames)
     await settle(conversation.pk)
     await reply.arefresh_from_db()
     assert (reply.status, reply.text) == ("interrupted", "Half of the ans")
@@ -80,7 +80,7 @@ async def test_a_send_after_a_crash_recovers_the_dead_reply_and_runs_at_once(
     ws = socket_for(alice, conversation.pk)
     await ws.connect()
     await ws.send_to(text_data=send("Are you back?"))
-    frames = await receive_until(ws, lambda f: 'id="msg-6"' in f and 'data-status="complete"' in f)
+    frames = await receive_until(ws, shows(6, "complete"))
     assert not any('class="badge queued"' in f for f in frames if 'id="msg-5"' in f)
     await settle(conversation.pk)
     await reply.arefresh_from_db()
@@ -94,7 +94,7 @@ async def test_stop_on_a_dead_reply_closes_it_now(alice, conversation, monkeypat
     ws = socket_for(alice, conversation.pk)
     await ws.connect()
     await ws.send_to(text_data=json.dumps({"action": "stop"}))
-    await receive_until(ws, lambda f: 'id="msg-4"' in f and 'data-status="interrupted"' in f)
+    await receive_until(ws, shows(4, "interrupted"))
     await reply.arefresh_from_db()
     assert (reply.status, reply.text) == ("interrupted", "Half of the ans")
     await ws.disconnect()
@@ -119,7 +119,7 @@ async def test_a_dead_compaction_is_failed_and_the_replies_queued_behind_it_run(
     )
     ws = socket_for(alice, conversation.pk)
     await ws.connect()
-    await receive_until(ws, lambda f: 'id="msg-10"' in f and 'data-status="complete"' in f)
+    await receive_until(ws, shows(10, "complete"))
     await settle(conversation.pk)
     row = await Compaction.objects.aget(conversation=conversation)
     assert row.status == "failed" and "server stopped" in row.error
@@ -151,7 +151,7 @@ async def test_live_work_is_left_alone_and_its_heartbeat_moves(alice, conversati
     await reply.arefresh_from_db()
     assert timezone.now() - reply.heartbeat_at < timedelta(seconds=5)
     gate.set()
-    await receive_until(ws, lambda f: 'id="msg-2"' in f and 'data-status="complete"' in f)
+    await receive_until(ws, shows(2, "complete"))
     await settle(conversation.pk)
     await ws.disconnect()
 
@@ -170,7 +170,7 @@ async def test_a_stop_recorded_in_the_database_reaches_the_reply_without_the_cha
     # As if Stop's nudge over the channel layer were lost: only the row says so.
     await Message.objects.filter(conversation=conversation, seq=2).aupdate(stop_requested=True)
     await local().beat()  # the next heartbeat round reads it
-    await receive_until(ws, lambda f: 'id="msg-2"' in f and 'data-status="interrupted"' in f)
+    await receive_until(ws, shows(2, "interrupted"))
     gate.set()
     await settle(conversation.pk)
     await ws.disconnect()

@@ -12,7 +12,7 @@ import json
 import pytest
 from django.conf import settings
 
-from tests.conftest import receive_until, socket_for
+from tests.conftest import receive_until, shows, socket_for
 from tests.waiting import settle
 
 pytestmark = [
@@ -29,6 +29,6 @@ async def test_a_socket_idle_for_a_minute_is_still_alive(alice, conversation, fa
     await asyncio.sleep(60)  # idle: no frame either way
     assert await ws.receive_nothing(timeout=0.1)  # no close, no error frame
     await ws.send_to(text_data=json.dumps({"action": "send", "message": "still there?"}))
-    await receive_until(ws, lambda f: 'id="msg-2"' in f and 'data-status="complete"' in f)
+    await receive_until(ws, shows(2, "complete"))
     await settle(conversation.pk)
     await ws.disconnect()

@@ -16,6 +16,7 @@ from django.conf import settings
 
 from chat.models import Conversation, Message
 from compaction.models import Compaction
+from tests.conftest import shows
 from tests.servers import Server, Tab, session_for, wait_for
 from tests.transcripts import add_turns
 
@@ -30,7 +31,7 @@ def started(seq: int):
 
 
 def finished(seq: int, status: str):
-    return lambda f: f'id="msg-{seq}"' in f and f'data-status="{status}"' in f
+    return shows(seq, status)
 
 
 def delta(seq: int):

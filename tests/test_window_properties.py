@@ -21,6 +21,8 @@ from compaction.window import (
     SUMMARY_INTRO,
     Window,
     assemble,
+    normalise,
+    repair,
     summary_pair,
 )
 
@@ -300,3 +302,14 @@ def test_it_puts_tool_results_before_text_when_it_merges_user_messages():
         "role": "user",
         "content": [result, text("hurry")],
     }
+
+
+@settings(max_examples=300, deadline=None)
+@given(transcript=transcripts(), start=st.integers(0, 5))
+def test_the_one_pass_check_agrees_with_the_repairing_passes(transcript, start):
+    """A window already valid is returned after one pass: exactly what the passes would give."""
+    flat = [e for turn in transcript for e in turn][start:]
+    messages = [{"role": e.role, "content": e.content} for e in flat]
+    fast = normalise(messages)
+    assert fast == repair(fast)
+    assert fast == repair([{"role": m["role"], "content": list(m["content"])} for m in fast])
