@@ -202,7 +202,7 @@ async def _close(turn, streaming, relay, received: _Received, status, error, goi
         streaming.cancel()
     await asyncio.gather(streaming, return_exceptions=True)
     await relay.close()
-    await local().unwatch_reply(turn.conversation.pk, turn.reply.pk)
+    local().unwatch_reply(turn.reply.pk)
     final = received.final if status == Message.Status.COMPLETE else None
     reply = queue.finished(
         turn,

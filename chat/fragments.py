@@ -49,7 +49,8 @@ def delta(seq: int, text: str) -> str:
 
 
 def accepted() -> str:
-    """To the sending tab only: the server has the message, so the composer may be cleared."""
+    """To the sending tab only: the server has the message, so the composer may be cleared (and
+    an earlier refusal's notice goes)."""
     return notice("") + '<span id="send-accepted" hx-swap-oob="true"></span>'
 
 

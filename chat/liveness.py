@@ -34,6 +34,7 @@ class Local:
         self.background: asyncio.Task | None = None
         self._channel: str | None = None
         self._listener: asyncio.Task | None = None
+        self._listening: set[int] = set()  # conversations whose control group has our channel
 
     # --- replies ---------------------------------------------------------------------------
 
@@ -45,14 +46,15 @@ class Local:
             # every channel of that prefix in this process, the consumers' included.
             self._channel = await layer.new_channel()
             self._listener = asyncio.ensure_future(self._listen(self._channel))
-        await layer.group_add(broadcast.control_group(conversation_id), self._channel)
+        if conversation_id not in self._listening:
+            # Joined once and kept (the layer expires memberships after a day): a Stop for a
+            # conversation this process no longer streams finds no reply here and is ignored,
+            # and a turn saves two round trips to Redis.
+            await layer.group_add(broadcast.control_group(conversation_id), self._channel)
+            self._listening.add(conversation_id)
 
-    async def unwatch_reply(self, conversation_id: int, reply_id: int) -> None:
+    def unwatch_reply(self, reply_id: int) -> None:
         self.replies.pop(reply_id, None)
-        if self._channel and all(c != conversation_id for c, _ in self.replies.values()):
-            await get_channel_layer().group_discard(
-                broadcast.control_group(conversation_id), self._channel
-            )
 
     def stop(self, conversation_id: int) -> None:
         for owner, task in list(self.replies.values()):
@@ -111,6 +113,7 @@ class Local:
                 with contextlib.suppress(BaseException):
                     await task
         self.background = self._listener = self._channel = None
+        self._listening.clear()
 
 
 _locals: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Local] = weakref.WeakKeyDictionary()
