@@ -168,7 +168,8 @@ if REDIS_URL:
         }
     }
 else:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    # One process: its sockets share a layer in memory (chat/layers.py).
+    CHANNEL_LAYERS = {"default": {"BACKEND": "chat.layers.InMemoryLayer"}}
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
