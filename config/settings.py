@@ -143,27 +143,27 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env_str("REDIS_URL")
 if REDIS_URL:
+    # Redis pub/sub: a fragment is one PUBLISH, and each process receives it once and hands it
+    # to its own sockets. The list-based layer (channels_redis.core) spent eight round trips per
+    # fragment per socket, more CPU than the model's stream itself, and dropped fragments past
+    # its per-process capacity. Fragments are best-effort either way: what must not be lost
+    # (messages, replies, Stop) is in the database.
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
             "CONFIG": {
                 "hosts": [
                     {
                         "address": REDIS_URL,
-                        # channels-redis waits for messages with 5 s blocking reads; redis-py's
-                        # own default read timeout is also 5 s, so an idle socket's read timed
-                        # out and the websocket died. Give the blocking read room; keepalive and
-                        # health checks still find a dead Redis connection.
+                        # redis-py's default read timeout (5 s) must stay above the layer's
+                        # reads, or an idle socket's read times out and its websocket dies;
+                        # keepalive and health checks still find a dead Redis connection.
                         "socket_timeout": 30,
                         "socket_connect_timeout": 5,
                         "socket_keepalive": True,
                         "health_check_interval": 30,
                     }
                 ],
-                # Every websocket of a process shares one Redis list for its messages, and
-                # past `capacity` channels-redis drops what is sent to it (group_send silently):
-                # room for the backlog of hundreds of sockets, not 100.
-                "capacity": env_int("CHANNEL_CAPACITY", 10_000),
             },
         }
     }
