@@ -1,7 +1,7 @@
 """The Redis channel layer as configured: an idle socket lives, and one sent on afterwards works.
 
-channels-redis waits for messages with 5 s blocking reads; with redis-py's own 5 s default read
-timeout, an idle socket's read timed out and its websocket died after about five seconds.
+With channels-redis' list layer (5 s blocking reads) and redis-py's own 5 s default read timeout,
+an idle socket's read timed out and its websocket died after about five seconds.
 """
 
 from __future__ import annotations
