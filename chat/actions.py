@@ -43,11 +43,13 @@ async def cancel(user, conversation_id: int, seq) -> None:
     await broadcast.html(conversation_id, fragments.replaced_message(message))
 
 
-async def stop(user, conversation_id: int) -> tuple[Message, ...]:
-    """Stop the streaming reply, wherever it runs. Returns replies closed because their process
-    had died (the caller restarts the queue behind them)."""
-    recovered = await db.run(queue.request_stop, user, conversation_id)
-    await broadcast.stop(conversation_id)
+async def stop(user, conversation_id: int, seq=None) -> tuple[Message, ...]:
+    """Stop the streaming reply (the one numbered `seq`, if given: a second Stop aimed at a
+    reply that has ended must not stop the next one), wherever it runs. Returns replies closed
+    because their process had died (the caller restarts the queue behind them)."""
+    seq = queue.reply_seq(seq)
+    recovered = await db.run(queue.request_stop, user, conversation_id, seq)
+    await broadcast.stop(conversation_id, seq)
     for reply in recovered:
         await broadcast.html(conversation_id, fragments.replaced_message(reply))
     return recovered

@@ -21,7 +21,9 @@ def control_group(conversation_id: int) -> str:
     return f"conversation-{conversation_id}-control"
 
 
-async def stop(conversation_id: int) -> None:
+async def stop(conversation_id: int, seq: int | None = None) -> None:
+    """Stop the conversation's streaming reply (only if it is reply `seq`, when given)."""
     await get_channel_layer().group_send(
-        control_group(conversation_id), {"type": "turn.stop", "conversation": conversation_id}
+        control_group(conversation_id),
+        {"type": "turn.stop", "conversation": conversation_id, "seq": seq},
     )

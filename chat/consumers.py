@@ -76,10 +76,10 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         try:
             await handler(self, frame)
         except (actions.ActionError, CompactionRefused) as exc:
-            await self.refuse(exc.reason)
+            await self.refuse(exc.reason, about=action)
 
-    async def refuse(self, reason: str) -> None:
-        await self.send(text_data=fragments.notice(reason))
+    async def refuse(self, reason: str, *, about: str = "") -> None:
+        await self.send(text_data=fragments.notice(reason, about=about))
 
     # --- actions ---------------------------------------------------------------------------
 
@@ -94,7 +94,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         await actions.cancel(self.user, self.conversation_id, frame.get("message"))
 
     async def on_stop(self, frame: dict) -> None:
-        if await actions.stop(self.user, self.conversation_id):
+        if await actions.stop(self.user, self.conversation_id, frame.get("message")):
             engine.kick(self.conversation_id)  # its process had died: run what waits behind
 
     async def on_compact(self, frame: dict) -> None:

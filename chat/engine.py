@@ -145,7 +145,7 @@ async def _turn(turn: queue.Turn) -> queue.Step:
     streaming = asyncio.ensure_future(_stream(turn, received, relay))
     status, error, going_on = Message.Status.ERROR, "", True
     try:
-        await local().watch_reply(conversation_id, reply.pk, streaming)
+        await local().watch_reply(reply, streaming)
         await streaming
         status = Message.Status.COMPLETE
     except asyncio.CancelledError:

@@ -38,9 +38,13 @@ def replaced_message(msg: Message, *, pinned: bool = False) -> str:
 
 
 def started(reply: Message) -> str:
-    """A reply begins: the message it answers is no longer queued, and its bubble appears."""
-    return f'<span id="queued-{reply.seq - 1}" hx-swap-oob="delete"></span>' + appended_message(
-        reply
+    """A reply begins: the message it answers is no longer queued, and the reply's bubble
+    appears right under it (messages queued after it are already below it)."""
+    return (
+        f'<span id="queued-{reply.seq - 1}" hx-swap-oob="delete"></span>'
+        f'<div hx-swap-oob="afterend:#msg-{reply.seq - 1}">'
+        + message(Item(kind="message", message=reply))
+        + "</div>"
     )
 
 
@@ -49,17 +53,17 @@ def delta(seq: int, text: str) -> str:
 
 
 def accepted() -> str:
-    """To the sending tab only: the server has the message, so the composer may be cleared (and
-    an earlier refusal's notice goes)."""
-    return notice("") + '<span id="send-accepted" hx-swap-oob="true"></span>'
+    """To the sending tab only: the server has the message, so the composer may be cleared."""
+    return '<span id="send-accepted" hx-swap-oob="true"></span>'
 
 
 def title(conversation: Conversation) -> str:
     return _part("title", {"conversation": conversation, "oob": True})
 
 
-def notice(text: str, level: str = "error") -> str:
-    return _part("notice", {"text": text, "level": level, "oob": True})
+def notice(text: str, level: str = "error", *, about: str = "") -> str:
+    """`about` names the action refused (the page clears its composer only for a send's)."""
+    return _part("notice", {"text": text, "level": level, "about": about, "oob": True})
 
 
 def progress(text: str) -> str:

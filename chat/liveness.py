@@ -28,7 +28,8 @@ log = logging.getLogger(__name__)
 
 class Local:
     def __init__(self) -> None:
-        self.replies: dict[int, tuple[int, asyncio.Task]] = {}  # reply id -> (conversation, task)
+        # reply id -> (conversation, reply seq, the task streaming it)
+        self.replies: dict[int, tuple[int, int, asyncio.Task]] = {}
         self.compactions: dict[int, asyncio.Task] = {}
         self.drivers: dict[int, set[asyncio.Task]] = defaultdict(set)  # conversation -> drivers
         self.background: asyncio.Task | None = None
@@ -38,8 +39,9 @@ class Local:
 
     # --- replies ---------------------------------------------------------------------------
 
-    async def watch_reply(self, conversation_id: int, reply_id: int, task: asyncio.Task) -> None:
-        self.replies[reply_id] = (conversation_id, task)
+    async def watch_reply(self, reply, task: asyncio.Task) -> None:
+        conversation_id = reply.conversation_id
+        self.replies[reply.pk] = (conversation_id, reply.seq, task)
         layer = get_channel_layer()
         if self._channel is None:
             # The default prefix on purpose: the Redis layer shares one receive loop among
@@ -56,9 +58,9 @@ class Local:
     def unwatch_reply(self, reply_id: int) -> None:
         self.replies.pop(reply_id, None)
 
-    def stop(self, conversation_id: int) -> None:
-        for owner, task in list(self.replies.values()):
-            if owner == conversation_id:
+    def stop(self, conversation_id: int, seq: int | None = None) -> None:
+        for owner, reply_seq, task in list(self.replies.values()):
+            if owner == conversation_id and seq in (None, reply_seq):
                 task.cancel()
 
     async def _listen(self, channel: str) -> None:
@@ -66,7 +68,7 @@ class Local:
         while True:
             message = await layer.receive(channel)
             if message.get("type") == "turn.stop":
-                self.stop(int(message.get("conversation", 0)))
+                self.stop(int(message.get("conversation", 0)), message.get("seq"))
 
     # --- heartbeat ---------------------------------------------------------------------------
 
@@ -76,7 +78,7 @@ class Local:
             for reply_id in stopped:
                 entry = self.replies.get(reply_id)
                 if entry is not None:
-                    entry[1].cancel()
+                    entry[-1].cancel()
         if self.compactions:
             await db.run(compaction.touch, list(self.compactions))
 

@@ -472,7 +472,15 @@ def cancel(user, conversation_id, seq) -> Message:
     return message
 
 
-def request_stop(user, conversation_id) -> tuple[Message, ...]:
+def reply_seq(value) -> int | None:
+    """The reply a Stop names, if it names one readably."""
+    try:
+        return int(value) if value not in (None, "") else None
+    except (TypeError, ValueError):
+        return None
+
+
+def request_stop(user, conversation_id, seq: int | None = None) -> tuple[Message, ...]:
     """Mark the streaming reply stopped (the process running it sees this even if the nudge over
     the channel layer is lost). A reply whose process died is closed here and now; returns it."""
     try:
@@ -482,9 +490,12 @@ def request_stop(user, conversation_id) -> tuple[Message, ...]:
     if not Conversation.objects.owned_by(user).filter(pk=conversation_id).exists():
         raise ActionError("That conversation does not exist.")
     recovered = close_stale(stale_before(), conversation_id)
-    Message.objects.filter(conversation_id=conversation_id, status=Message.Status.STREAMING).update(
-        stop_requested=True
+    streaming = Message.objects.filter(
+        conversation_id=conversation_id, status=Message.Status.STREAMING
     )
+    if seq is not None:
+        streaming = streaming.filter(seq=seq)
+    streaming.update(stop_requested=True)
     return recovered
 
 

@@ -344,3 +344,28 @@ async def test_the_first_message_names_the_conversation_in_every_tab(alice, conv
     await conversation.arefresh_from_db()
     assert conversation.title == "How do I parse TOML arrays of tables in Rust?"
     await ws.disconnect()
+
+
+async def test_a_stop_naming_a_reply_that_ended_does_not_stop_the_next_one(
+    alice, conversation, fake_llm, monkeypatch
+):
+    monkeypatch.setattr(engine, "PARTIAL_SAVE_SECONDS", 0)  # every delta reads the row's Stop
+    first, second = asyncio.Event(), asyncio.Event()
+    fake_llm.enqueue(["one "] * 3, gate=first)
+    fake_llm.enqueue(["two "] * 3, gate=second)
+    ws = socket_for(alice, conversation.pk)
+    await ws.connect()
+    await ws.send_to(text_data=send("first"))
+    await receive_until(ws, lambda f: "beforeend:#msg-2-text" in f)
+    await ws.send_to(text_data=send("second"))
+    await receive_until(ws, lambda f: 'id="send-accepted"' in f)
+    await ws.send_to(text_data=json.dumps({"action": "stop", "message": "2"}))
+    await receive_until(ws, shows(2, "interrupted"))
+    await receive_until(ws, lambda f: "beforeend:#msg-4-text" in f)
+    # A second Stop aimed at reply 2 (the page still showed it streaming) arrives now.
+    await ws.send_to(text_data=json.dumps({"action": "stop", "message": "2"}))
+    second.set()
+    await receive_until(ws, shows(4, "complete"))
+    await settle(conversation.pk)
+    first.set()
+    await ws.disconnect()

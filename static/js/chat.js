@@ -44,10 +44,22 @@
     if (text.indexOf('id="send-accepted"') !== -1) {
       var input = document.getElementById("message-input");
       if (input && input.value === pendingText) input.value = "";
+      var notice = document.getElementById("notice");
+      if (notice && notice.dataset.about === "send") notice.hidden = true; // the earlier refusal
       composerDone();
-    } else if (/id="notice" class="notice error"[^>]*>\s*[^<\s]/.test(text)) {
-      composerDone();
+    } else if (/id="notice"[^>]*data-about="send"/.test(text)) {
+      composerDone(); // refused: the text stays to be fixed
     }
+  });
+
+  // Stop names the reply it means: a second Stop that arrives after that reply ended must not
+  // stop the queued one that started behind it.
+  document.addEventListener("htmx:wsConfigSend", function (e) {
+    var form = e.detail.elt && e.detail.elt.closest ? e.detail.elt.closest("form") : null;
+    if (!form || form.id !== "stop-form") return;
+    var streaming = document.querySelector('#transcript .message[data-status="streaming"]');
+    if (!streaming) { e.preventDefault(); return; }
+    e.detail.parameters.message = streaming.dataset.seq;
   });
 
   // Keep the view pinned to the bottom while the user is reading the newest message.
