@@ -231,27 +231,14 @@ def conversation_id(page) -> int:
 
 def send(page, text: str) -> None:
     """Type a message and press Enter; wait until the server has accepted it (its bubble shows).
-
-    The server refuses a message while the previous turn's task is still finishing (saving, then
-    checking the auto-compaction threshold): a few milliseconds after the reply looks complete.
-    A script is faster than a person, so on that one refusal it waits and presses Enter again.
-    """
+    A message sent while a reply is still finishing is queued, never refused."""
     users = page.locator("#transcript .message.user")
     before = users.count()
-    for _attempt in range(5):
-        # Forget an earlier refusal, so only this attempt's answer counts.
-        page.evaluate("document.getElementById('notice').textContent = ''")
-        page.fill("#message-input", text)
-        page.press("#message-input", "Enter")
-        page.wait_for_function(
-            """n => document.querySelectorAll('#transcript .message.user').length > n
-                   || /still streaming/.test(document.getElementById('notice').textContent)""",
-            arg=before,
-        )
-        if users.count() > before:
-            return
-        page.wait_for_timeout(200)
-    raise AssertionError(f"the server kept refusing the message: {page.inner_text('#notice')}")
+    page.fill("#message-input", text)
+    page.press("#message-input", "Enter")
+    page.wait_for_function(
+        "n => document.querySelectorAll('#transcript .message.user').length > n", arg=before
+    )
 
 
 def replies(page, status: str = "complete"):
