@@ -9,7 +9,6 @@ its queries to them, so no caller can reach another user's data.
 from __future__ import annotations
 
 from django.conf import settings
-from django.utils import timezone
 
 import providers
 
@@ -28,7 +27,8 @@ async def send(user, conversation_id: int, text) -> queue.Claim:
     The returned claim's step is what the engine runs."""
     text = queue.clean_user_text(text)
     claim = await db.run(queue.append, user, conversation_id, text)
-    if not isinstance(claim.step, queue.Turn):  # a reply starting now shows it with its own
+    # A reply to this very message starting now shows it, in the same frame as its own bubble.
+    if not (isinstance(claim.step, queue.Turn) and claim.step.message is claim.message):
         await broadcast.html(
             conversation_id, fragments.appended_message(claim.message, queued=claim.queued)
         )
@@ -93,13 +93,9 @@ def update_settings(
 
 
 def delete_conversation(user, conversation_id) -> None:
-    """Hide the conversation; what was queued in it will not be sent."""
-    conversation = get_conversation(user, conversation_id)
-    conversation.deleted_at = timezone.now()
-    conversation.save(update_fields=["deleted_at", "updated_at"])
-    conversation.messages.filter(status=Message.Status.QUEUED).update(
-        status=Message.Status.CANCELLED, updated_at=timezone.now()
-    )
+    """Hide the conversation; what was queued in it will not be sent. Under its lock, so no
+    reply is claimed from its queue meanwhile."""
+    queue.delete(user, get_conversation(user, conversation_id).pk)
 
 
 def set_pinned(user, message_id, pinned: bool) -> Message:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import logging
+
 from channels.layers import get_channel_layer
+
+log = logging.getLogger(__name__)
 
 
 def group_name(conversation_id: int) -> str:
@@ -10,10 +14,17 @@ def group_name(conversation_id: int) -> str:
 
 
 async def html(conversation_id: int, fragment: str) -> None:
-    if fragment:
+    """Best effort, and never an error for the caller: what a tab misses it reads again when
+    it reconnects, and what must not be lost (messages, replies, Stop) is in the database, so a
+    failing channel layer must not stop a turn from being saved."""
+    if not fragment:
+        return
+    try:
         await get_channel_layer().group_send(
             group_name(conversation_id), {"type": "chat.html", "html": fragment}
         )
+    except Exception:
+        log.exception("could not send a fragment to conversation %s", conversation_id)
 
 
 def control_group(conversation_id: int) -> str:

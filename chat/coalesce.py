@@ -3,7 +3,8 @@
 A model sends a delta per token; sending each through the channel layer would make fan-out cost
 grow with the number of tokens. The stream loop only appends text here; a small task sends what
 has gathered, the first delta at once (first-token latency is what users feel) and then at most
-one frame every DELTA_INTERVAL_MS.
+one frame every DELTA_INTERVAL_MS. The reply's bubble (the `preface`) rides in the first frame,
+or goes alone if no text has come within one interval.
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ from . import broadcast, fragments
 
 
 class DeltaRelay:
-    def __init__(self, conversation_id: int, seq: int, interval: float) -> None:
+    def __init__(self, conversation_id: int, seq: int, interval: float, preface: str = "") -> None:
         self.conversation_id = conversation_id
         self.seq = seq
         self.interval = interval
+        self._preface = preface
         self._pending: list[str] = []
         self._ready = asyncio.Event()
         self._closed = asyncio.Event()
@@ -30,14 +32,31 @@ class DeltaRelay:
             self._pending.append(text)
             self._ready.set()
 
-    async def close(self) -> None:
+    async def close(self) -> str:
         """Stop after the frame in flight, if any. Text still pending is not sent: the reply's
-        final frame follows at once and replaces the bubble whole."""
+        final frame follows at once and replaces the bubble whole. Returns the preface if no
+        frame carried it: the final frame must carry it then."""
         self._closed.set()
         self._ready.set()
-        await asyncio.shield(self._task)
+        await asyncio.gather(asyncio.shield(self._task), return_exceptions=True)
+        preface, self._preface = self._preface, ""
+        return preface
 
     async def _send_loop(self) -> None:
+        if self._preface:
+            try:  # the first text, or one interval: then the bubble goes, with or without text
+                await asyncio.wait_for(self._ready.wait(), self.interval)
+            except TimeoutError:
+                pass
+            if self._closed.is_set():
+                return
+            self._ready.clear()
+            text, self._pending = "".join(self._pending), []
+            frame, self._preface = self._preface, ""
+            if text:
+                self._last_sent = time.monotonic()
+                frame += fragments.delta(self.seq, text)
+            await broadcast.html(self.conversation_id, frame)
         while True:
             await self._ready.wait()
             wait = self._last_sent + self.interval - time.monotonic()

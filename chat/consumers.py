@@ -99,7 +99,9 @@ class ConversationConsumer(AsyncWebsocketConsumer):
 
     async def on_compact(self, frame: dict) -> None:
         engine.run_compaction(
-            await compaction.compact_now(self.user, self.conversation_id, frame.get("instructions"))
+            await engine.hold(
+                compaction.compact_now(self.user, self.conversation_id, frame.get("instructions"))
+            )
         )
 
     async def on_approve(self, frame: dict) -> None:

@@ -6,7 +6,7 @@ request. A driver task runs a conversation's steps until its queue is empty:
 
     queue.append / claim_next -> Turn -> stream the provider's events: text deltas coalesced
                                          to every tab, partial text saved each second
-                                 -> queue.finish -> the reply and the meter to every tab
+                                 -> queue.close_turn -> the reply and the meter to every tab
                                  -> policy: over the threshold? -> compaction.run
                                  -> queue.claim_next -> the next queued reply, if any
 
@@ -91,19 +91,31 @@ def _conversation_of(step: queue.Step) -> int:
 
 
 async def _drive(conversation_id: int, step: queue.Step) -> None:
-    if step is None:
-        step = await _claim(conversation_id)
-    while step is not None:
-        if isinstance(step, queue.Refused):
-            await broadcast.html(conversation_id, fragments.started(step.reply))
+    try:
+        if step is None:
             step = await _claim(conversation_id)
-        elif isinstance(step, compaction.Opened):
-            await _compact(step)
-            # After making room for a reply, that reply gets no second compaction: if it still
-            # does not fit, it is refused with both sizes.
-            step = await _claim(conversation_id, compact=not step.before_reply)
-        else:
-            step = await _turn(step)
+        while step is not None:
+            current, step = step, None
+            step = await _run(conversation_id, current)
+    except BaseException:
+        # A step claimed but never started (this process is stopping, or failed between two
+        # steps) goes back to the queue at once, not after its heartbeat goes stale.
+        if step is not None:
+            await asyncio.shield(db.run(queue.give_back, step))
+        raise
+
+
+async def _run(conversation_id: int, step: queue.Step) -> queue.Step:
+    """Run one step; returns the next, claimed."""
+    if isinstance(step, queue.Refused):
+        await broadcast.html(conversation_id, fragments.started(step.reply))
+        return await _claim(conversation_id)
+    if isinstance(step, compaction.Opened):
+        await _compact(step)
+        # After making room for a reply, that reply gets no second compaction: if it still
+        # does not fit, it is refused with both sizes.
+        return await _claim(conversation_id, compact=not step.before_reply)
+    return await _turn(step)
 
 
 async def _claim(conversation_id: int, *, compact: bool = True) -> queue.Step:
@@ -138,10 +150,16 @@ class _Stopped(Exception):
 async def _turn(turn: queue.Turn) -> queue.Step:
     """Stream one reply and close its row, whatever happens; returns what runs next."""
     conversation_id, reply = turn.conversation.pk, turn.reply
+    # The reply's bubble (with the user's message, when it was sent just now) goes out with the
+    # first text, in one frame, or on its own if the model is slow to start.
     sent = fragments.appended_message(turn.message) if turn.message else ""
-    await broadcast.html(conversation_id, sent + fragments.started(reply))
+    relay = DeltaRelay(
+        conversation_id,
+        reply.seq,
+        settings.DELTA_INTERVAL_MS / 1000,
+        preface=sent + fragments.started(reply),
+    )
     received = _Received()
-    relay = DeltaRelay(conversation_id, reply.seq, settings.DELTA_INTERVAL_MS / 1000)
     streaming = asyncio.ensure_future(_stream(turn, received, relay))
     status, error, going_on = Message.Status.ERROR, "", True
     try:
@@ -162,10 +180,19 @@ async def _turn(turn: queue.Turn) -> queue.Step:
         log.exception("reply %s of conversation %s failed", reply.pk, conversation_id)
         error = SERVER_FAILED
     finally:
-        # Shielded: the reply is saved and shown even while this task is being cancelled.
-        step = await asyncio.shield(
+        # The reply is saved and shown even while this task is being cancelled: the closing
+        # runs on its own, and if this process is stopping meanwhile, what it claimed next is
+        # given back.
+        closing = asyncio.ensure_future(
             _close(turn, streaming, relay, received, status, error, going_on)
         )
+        try:
+            step = await asyncio.shield(closing)
+        except asyncio.CancelledError:
+            await asyncio.wait([closing])
+            if not closing.cancelled() and closing.exception() is None and closing.result():
+                await asyncio.shield(db.run(queue.give_back, closing.result()))
+            raise
     return step
 
 
@@ -201,7 +228,7 @@ async def _close(turn, streaming, relay, received: _Received, status, error, goi
     if not streaming.done():
         streaming.cancel()
     await asyncio.gather(streaming, return_exceptions=True)
-    await relay.close()
+    preface = await relay.close()  # the bubble, if no frame has carried it yet
     local().unwatch_reply(turn.reply.pk)
     final = received.final if status == Message.Status.COMPLETE else None
     reply = queue.finished(
@@ -213,17 +240,25 @@ async def _close(turn, streaming, relay, received: _Received, status, error, goi
         model=final.model if final else "",
     )
     after = turn.state.extended([reply.to_entry()], reply.usage)
-    closed = await hold(
-        db.run(
-            queue.close_turn,
-            turn,
-            reply,
-            after,
-            then=going_on,
-            compact=going_on and _compaction_due(turn, reply, after),
+    try:
+        closed = await hold(
+            db.run(
+                queue.close_turn,
+                turn,
+                reply,
+                after,
+                then=going_on,
+                compact=going_on and _compaction_due(turn, reply, after),
+            )
         )
-    )
-    frame = fragments.replaced_message(closed.reply) + fragments.figures(closed.figures)
+    except Exception:
+        # The database failed mid-way (the transaction rolled back): save the reply alone, so
+        # its text is not lost; the sweep starts whatever is queued behind it.
+        log.exception("closing reply %s failed; saving it alone", reply.pk)
+        saved = await db.run(queue.save_final, reply)
+        await broadcast.html(turn.conversation.pk, preface + fragments.replaced_message(saved))
+        return None
+    frame = preface + fragments.replaced_message(closed.reply) + fragments.figures(closed.figures)
     if closed.named.title != turn.conversation.title:
         frame += fragments.title(closed.named)
     await broadcast.html(turn.conversation.pk, frame)
@@ -290,6 +325,7 @@ async def _background() -> None:
         try:
             await local().beat()
             await _sweep()
+            await local().forget_idle()
         except Exception:
             log.exception("heartbeat or sweep failed; trying again")
         await asyncio.sleep(settings.TURN_HEARTBEAT_SECONDS)
@@ -297,7 +333,7 @@ async def _background() -> None:
 
 async def _sweep() -> None:
     """Close what dead processes left running, and start queues nobody is running."""
-    cutoff = queue.stale_before()
+    cutoff = compaction.stale_before()
     replies = await db.run(queue.close_stale, cutoff)
     await show_recovered(replies)
     conversations = {r.conversation_id for r in replies}

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import weakref
 from collections import defaultdict
 
@@ -35,7 +36,9 @@ class Local:
         self.background: asyncio.Task | None = None
         self._channel: str | None = None
         self._listener: asyncio.Task | None = None
-        self._listening: set[int] = set()  # conversations whose control group has our channel
+        # conversation -> when this process last streamed one of its replies, for those whose
+        # control group has our channel
+        self._listening: dict[int, float] = {}
 
     # --- replies ---------------------------------------------------------------------------
 
@@ -43,17 +46,16 @@ class Local:
         conversation_id = reply.conversation_id
         self.replies[reply.pk] = (conversation_id, reply.seq, task)
         layer = get_channel_layer()
-        if self._channel is None:
-            # The default prefix on purpose: the Redis layer shares one receive loop among
-            # every channel of that prefix in this process, the consumers' included.
+        if self._listener is None or self._listener.done():
             self._channel = await layer.new_channel()
             self._listener = asyncio.ensure_future(self._listen(self._channel))
+            self._listening.clear()
         if conversation_id not in self._listening:
-            # Joined once and kept (the layer expires memberships after a day): a Stop for a
-            # conversation this process no longer streams finds no reply here and is ignored,
-            # and a turn saves two round trips to Redis.
+            # Joined once and kept while the conversation is active (a Stop for a reply this
+            # process no longer streams finds nothing here and is ignored): a turn saves two
+            # round trips to Redis. Idle memberships are left by `forget_idle`.
             await layer.group_add(broadcast.control_group(conversation_id), self._channel)
-            self._listening.add(conversation_id)
+        self._listening[conversation_id] = time.monotonic()
 
     def unwatch_reply(self, reply_id: int) -> None:
         self.replies.pop(reply_id, None)
@@ -69,6 +71,19 @@ class Local:
             message = await layer.receive(channel)
             if message.get("type") == "turn.stop":
                 self.stop(int(message.get("conversation", 0)), message.get("seq"))
+
+    async def forget_idle(self, idle_for: float = 3600) -> None:
+        """Leave the control groups of conversations not streamed here for a while, so the
+        subscriptions stay bounded (and the in-memory layer, which expires memberships after a
+        day, never drops one still in use: it is joined again on next use)."""
+        active = {owner for owner, _, _ in self.replies.values()}
+        now = time.monotonic()
+        for conversation_id, last in list(self._listening.items()):
+            if conversation_id not in active and now - last > idle_for and self._channel:
+                del self._listening[conversation_id]
+                await get_channel_layer().group_discard(
+                    broadcast.control_group(conversation_id), self._channel
+                )
 
     # --- heartbeat ---------------------------------------------------------------------------
 

@@ -2,9 +2,11 @@
 
 A `Message` is one API message. A reply row is the state of its turn:
 `queued -> streaming -> complete | interrupted | error`, or `queued -> cancelled` (the user took
-the message back before it was sent; its user message is marked cancelled with it). Rows are only
-ever written while queued or streaming (conditional updates); once a reply is final nothing
-writes to it again. Compaction never touches these rows: it writes boundaries elsewhere.
+the message back before it was sent, or deleted the conversation; its user message is marked
+cancelled with it). A reply row is only written while queued or streaming (conditional updates);
+once final, nothing writes to it again, and a user's message changes only from complete to
+cancelled while its reply is queued. Compaction never touches these rows: it writes boundaries
+elsewhere.
 """
 
 from __future__ import annotations

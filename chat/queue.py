@@ -5,9 +5,9 @@
 
 A message sent while a reply streams (or a compaction runs) is stored at once with a `queued`
 reply; the conversation's replies then run one at a time, oldest first, in whatever process is
-free to claim the next one. Claims happen under the conversation's row lock, and the database
-allows one streaming reply per conversation, so two processes never run two replies (or a reply
-and a compaction) of one conversation at once.
+free to claim the next one. Every claim takes the conversation's row lock and decides on what is
+committed, so two processes never run two replies (or a reply and a compaction) of one
+conversation at once; the database's one-streaming-reply constraint backs that up.
 
 A streaming reply carries a heartbeat, touched by the process running it. One whose heartbeat is
 older than TURN_STALE_SECONDS belongs to a process that died: it is closed as interrupted with
@@ -375,7 +375,10 @@ def close_turn(
         if reply.seq == 2 and turn.state.entries:
             title = title_from(turn.state.entries[-1].text)
         # The send touched the conversation already: the lock alone, or the first reply's title.
-        conversation = _lock(turn.conversation.pk, touch=False, title=title) or turn.conversation
+        conversation = _lock(turn.conversation.pk, touch=False, title=title)
+        if conversation is None:  # deleted meanwhile: its queue was cancelled, nothing follows
+            figures = load_figures(turn.conversation, after)
+            return Closed(reply, turn.conversation, figures, Claim(None))
         seen = read_snapshot(conversation.pk, with_rows=compact)
         recovered = _recover(conversation, seen)
         step = None
@@ -396,6 +399,15 @@ def close_turn(
             step = _claim_oldest(conversation, seen, compact=True)
         figures = load_figures(conversation, after)
     return Closed(reply, conversation, figures, Claim(step, recovered=recovered))
+
+
+def save_final(reply: Message) -> Message:
+    """The reply's final state alone, in a transaction of its own: when closing it together with
+    the next step failed, its text is still kept."""
+    with transaction.atomic():
+        if not _finish_row(reply):
+            return Message.objects.get(pk=reply.pk)
+    return reply
 
 
 def _finish_row(reply: Message) -> bool:
@@ -472,6 +484,27 @@ def cancel(user, conversation_id, seq) -> Message:
     return message
 
 
+def delete(user, conversation_id: int) -> None:
+    """Hide a conversation (its rows stay) and take back what was queued in it."""
+    with transaction.atomic():
+        conversation = Conversation.objects.owned_by(user).locked(conversation_id)
+        if conversation is None:
+            raise ActionError("That conversation does not exist.")
+        now = timezone.now()
+        conversation.deleted_at = now
+        conversation.save(update_fields=["deleted_at", "updated_at"])
+        queued = list(
+            Message.objects.filter(
+                conversation=conversation, status=Message.Status.QUEUED
+            ).values_list("seq", flat=True)
+        )
+        if queued:
+            Message.objects.filter(
+                conversation=conversation,
+                seq__in=[*queued, *(seq - 1 for seq in queued)],
+            ).update(status=Message.Status.CANCELLED, updated_at=now)
+
+
 def reply_seq(value) -> int | None:
     """The reply a Stop names, if it names one readably."""
     try:
@@ -489,7 +522,7 @@ def request_stop(user, conversation_id, seq: int | None = None) -> tuple[Message
         raise ActionError("That conversation does not exist.") from None
     if not Conversation.objects.owned_by(user).filter(pk=conversation_id).exists():
         raise ActionError("That conversation does not exist.")
-    recovered = close_stale(stale_before(), conversation_id)
+    recovered = close_stale(compaction.stale_before(), conversation_id)
     streaming = Message.objects.filter(
         conversation_id=conversation_id, status=Message.Status.STREAMING
     )
@@ -502,8 +535,6 @@ def request_stop(user, conversation_id, seq: int | None = None) -> tuple[Message
 # --- recovery ----------------------------------------------------------------------------------
 
 
-def stale_before() -> datetime:
-    return timezone.now() - timedelta(seconds=settings.TURN_STALE_SECONDS)
 
 
 def close_stale(cutoff: datetime, conversation_id: int | None = None) -> tuple[Message, ...]:
@@ -531,7 +562,7 @@ def close_stale(cutoff: datetime, conversation_id: int | None = None) -> tuple[M
 
 def _recover(conversation: Conversation, seen: Snapshot) -> tuple[Message, ...]:
     """Inside a claim: close this conversation's stale reply or compaction, if any."""
-    cutoff = stale_before()
+    cutoff = compaction.stale_before()
     recovered: tuple[Message, ...] = ()
     if seen.streaming_id and _is_stale(seen.streaming_heartbeat, cutoff):
         recovered = close_stale(cutoff, conversation.pk)

@@ -14,7 +14,6 @@ from django.utils import timezone
 
 from chat import broadcast, db, fragments
 from chat.models import Conversation, Message
-from chat.queue import close_stale, stale_before
 
 from . import run
 from .loading import load_panel, load_window
@@ -73,9 +72,9 @@ def _clean_instructions(instructions) -> str:
 def _open_for_user(user, conversation_id, trigger, instructions, *, discard=None) -> Opened:
     with transaction.atomic():
         conversation = _locked(user, conversation_id)
-        cutoff = stale_before()
-        run.close_stale(cutoff, conversation.pk)  # one cut off by a dying process is released
-        close_stale(cutoff, conversation.pk)
+        # A compaction cut off by a dying process is released now (a reply cut off that way is
+        # the sweep's: until then this is refused as "wait for the reply").
+        run.close_stale(run.stale_before(), conversation.pk)
         if Message.objects.filter(
             conversation=conversation, status=Message.Status.STREAMING
         ).exists():

@@ -33,11 +33,6 @@ def choose_cut(entries: Sequence[Entry], keep_tokens: int) -> int | None:
     return ordered[candidates[-1]].seq
 
 
-def tail_tokens(entries: Sequence[Entry], first_kept_seq: int) -> int:
-    """Tokens of the entries a cut at `first_kept_seq` keeps."""
-    return sum(e.tokens for e in entries if e.seq >= first_kept_seq)
-
-
 def _suffix_tokens(ordered: Sequence[Entry]) -> list[int]:
     # One backwards pass, so choosing a cut is linear in the window, not quadratic.
     tails = [0] * (len(ordered) + 1)

@@ -24,18 +24,6 @@ class Entry:
         return any(block.get("type") == "tool_result" for block in self.content)
 
     @property
-    def tool_use_ids(self) -> set[str]:
-        return {b["id"] for b in self.content if b.get("type") == "tool_use" and "id" in b}
-
-    @property
-    def tool_result_ids(self) -> set[str]:
-        return {
-            b["tool_use_id"]
-            for b in self.content
-            if b.get("type") == "tool_result" and "tool_use_id" in b
-        }
-
-    @property
     def starts_user_turn(self) -> bool:
         """A user message typed by a person (not a tool result): the only safe place to cut."""
         return self.role == "user" and not self.is_tool_result

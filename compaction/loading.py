@@ -25,7 +25,7 @@ from .chart import sawtooth_svg
 from .entries import Entry
 from .models import Compaction
 from .policy import Budget
-from .snapshot import SETTLED, Row, Snapshot, read_snapshot
+from .snapshot import QUEUED, SETTLED, Row, Snapshot, read_snapshot
 from .tokens import (
     MESSAGE_OVERHEAD,
     estimate_content,
@@ -99,14 +99,18 @@ def build_state(
     rows: list[Row],
     before_seq: int | None = None,
 ) -> WindowState:
-    """The window over loaded rows (no queries). Rows it does not carry are skipped, so callers
-    may pass a superset: newer or unsettled messages, or those before the cut
-    that are not pinned."""
+    """The window over loaded rows (no queries), for the reply numbered `before_seq` (None: the
+    next request). Rows it does not carry are skipped, so callers may pass a superset: newer or
+    unsettled messages, messages still queued, or those before the cut that are not pinned."""
     first_kept = boundary.first_kept_seq if boundary else 1
+    # A message whose reply waits in the queue is not in any window yet (it can still be
+    # cancelled): only the one the window is built for answers to its own reply.
+    waiting = {r.seq - 1 for r in rows if r.status == QUEUED and r.seq != before_seq}
     rows = [
         r
         for r in rows
         if r.status in SETTLED
+        and r.seq not in waiting
         and (before_seq is None or r.seq < before_seq)
         and (r.seq >= first_kept or r.pin_id is not None)
     ]

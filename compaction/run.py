@@ -250,6 +250,11 @@ def mark_failed(compaction_id: int, error: str) -> None:
 # --- liveness ------------------------------------------------------------------------------------
 
 
+def stale_before() -> datetime:
+    """Replies and compactions not touched since then belong to a process that died."""
+    return timezone.now() - timedelta(seconds=settings.TURN_STALE_SECONDS)
+
+
 def stale(cutoff: datetime, conversation_id: int | None = None):
     """Running compactions whose process stopped touching them: it died."""
     rows = Compaction.objects.filter(status=Compaction.Status.RUNNING).filter(

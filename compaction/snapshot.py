@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import NamedTuple
 
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -33,6 +33,7 @@ from .models import Compaction
 # cancelled messages never will.
 SETTLED = (Message.Status.COMPLETE, Message.Status.INTERRUPTED, Message.Status.ERROR)
 FINAL = (*SETTLED, Message.Status.CANCELLED)  # no write will ever change these rows
+QUEUED = Message.Status.QUEUED
 
 
 class Row(NamedTuple):
@@ -183,7 +184,10 @@ def read_snapshot(conversation_id: int, *, with_rows: bool = True) -> Snapshot:
         # The latest message always comes back (it carries the state), cached or not.
         kept = list(cached.rows if cached else ())
         rows = kept + [_row(r) for r in found if r[0] > after]
-        _cache.put(conversation_id, _Cached(shape, *_final_prefix(rows, len(kept))))
+        item = _Cached(shape, *_final_prefix(rows, len(kept)))
+        # Kept once this transaction has committed: a row written in it (a reply just closed)
+        # is not final until then, and a rollback must not leave it cached.
+        transaction.on_commit(lambda: _cache.put(conversation_id, item))
     boundary = None
     if boundary_id is not None:
         boundary = Compaction(

@@ -406,8 +406,3 @@ def _log_once(message: str) -> None:
     if message not in _logged:
         _logged.add(message)
         logger.warning("%s", message)
-
-
-def forget_sdk_clients() -> None:
-    """Drop cached SDK clients (settings changed: a new key or base URL)."""
-    _sdk_clients.clear()

@@ -21,6 +21,11 @@ from tests.transcripts import add_turns, snapshot
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
+
+def text(value: str) -> dict:
+    return {"type": "text", "text": value}
+
+
 GOOD = (
     "<analysis>private reasoning that must not reach the window</analysis>\n"
     "<summary>\n## Primary request and intent\nBuild a TOML parser.\n</summary>"
@@ -359,3 +364,21 @@ async def test_the_summary_request_reaches_an_anthropic_server_structured(
     assert "<transcript>" in text and "</transcript>" in text
     assert all(f"## {name}" in text for name in SECTIONS)
     assert "<analysis>" not in row.summary
+
+
+async def test_a_compaction_never_folds_away_a_message_still_queued(conversation):
+    from chat.models import Message
+
+    await sync_to_async(add_turns)(conversation, 8)
+    queued = "QUEUED-MESSAGE " * 200  # big: the tail alone would not hold it
+    await Message.objects.acreate(
+        conversation=conversation, seq=17, role="user", content=[text(queued)]
+    )
+    await Message.objects.acreate(
+        conversation=conversation, seq=18, role="assistant", status="queued"
+    )
+    client = FakeClient()
+    client.enqueue([GOOD])
+    row = await compact(conversation, client)
+    assert row.status == "committed" and row.first_kept_seq < 17
+    assert "QUEUED-MESSAGE" not in str(client.calls[-1].messages)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 
 import pytest
 
@@ -33,10 +34,10 @@ async def test_it_streams_a_reply_in_fragments_and_saves_it_with_usage(
     assert connected
     await ws.send_to(text_data=send("hi"))
     frames = await receive_until(ws, lambda f: 'id="msg-2"' in f and 'hx-swap-oob="outerHTML"' in f)
-    deltas = [f for f in frames if "beforeend:#msg-2-text" in f]
-    # The first delta goes out at once; the rest are coalesced, and the final frame carries
-    # the whole text.
-    assert deltas[0].split(">", 1)[1].split("<", 1)[0] == "Hel"
+    deltas = re.findall(r'<span hx-swap-oob="beforeend:#msg-2-text">(.*?)</span>', "".join(frames))
+    # The first delta goes out at once, with the reply's bubble; the rest are coalesced, and
+    # the final frame carries the whole text.
+    assert deltas[0] == "Hel"
     assert "Hello there" in frames[-1]
     await settle(conversation.pk)
     user, reply = await messages_of(conversation)

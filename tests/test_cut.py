@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from compaction.cut import choose_cut, tail_tokens
+from compaction.cut import choose_cut
 from compaction.entries import Entry
+from tests.transcripts import tool_result_ids, tool_use_ids
 
 
 def user(seq: int, text: str = "hi", tokens: int = 10) -> Entry:
@@ -27,10 +28,10 @@ def tool_result(seq: int, tool_id: str, tokens: int = 10) -> Entry:
 def assert_no_split(entries: list[Entry], cut: int) -> None:
     before = [e for e in entries if e.seq < cut]
     after = [e for e in entries if e.seq >= cut]
-    uses_before = set().union(*(e.tool_use_ids for e in before))
-    results_after = set().union(*(e.tool_result_ids for e in after))
-    uses_after = set().union(*(e.tool_use_ids for e in after))
-    results_before = set().union(*(e.tool_result_ids for e in before))
+    uses_before = set().union(*(tool_use_ids(e) for e in before))
+    results_after = set().union(*(tool_result_ids(e) for e in after))
+    uses_after = set().union(*(tool_use_ids(e) for e in after))
+    results_before = set().union(*(tool_result_ids(e) for e in before))
     assert not uses_before & results_after
     assert not uses_after & results_before
 
@@ -108,15 +109,3 @@ def test_it_does_not_split_tool_exchanges_across_the_cut():
 def test_it_orders_entries_by_seq():
     entries = [assistant(4), user(3, tokens=1), assistant(2), user(1)]
     assert choose_cut(entries, keep_tokens=11) == 3
-
-
-def test_it_counts_tail_tokens_from_the_cut():
-    entries = [
-        user(1, tokens=5),
-        assistant(2, tokens=7),
-        user(3, tokens=11),
-        assistant(4, tokens=13),
-    ]
-    assert tail_tokens(entries, 3) == 24
-    assert tail_tokens(entries, 1) == 36
-    assert tail_tokens(entries, 99) == 0

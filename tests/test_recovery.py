@@ -174,3 +174,74 @@ async def test_a_stop_recorded_in_the_database_reaches_the_reply_without_the_cha
     gate.set()
     await settle(conversation.pk)
     await ws.disconnect()
+
+
+async def test_a_message_sent_behind_an_orphaned_queue_is_shown_and_answered_in_order(
+    alice, conversation, fake_llm, monkeypatch
+):
+    monkeypatch.setattr(engine, "ensure_started", lambda: None)  # the send finds the queue
+    await sync_to_async(add_turns)(conversation, 2)
+    await Message.objects.acreate(
+        conversation=conversation, seq=5, role="user", content=[{"type": "text", "text": "Old"}]
+    )
+    await Message.objects.acreate(
+        conversation=conversation, seq=6, role="assistant", status="queued"
+    )
+    ws = socket_for(alice, conversation.pk)
+    await ws.connect()
+    await ws.send_to(text_data=send("New"))
+    frames = await receive_until(ws, shows(8, "complete"))
+    assert any('id="msg-7"' in f and "New" in f for f in frames), "the new message was shown"
+    await settle(conversation.pk)
+    replies = [m async for m in Message.objects.filter(conversation=conversation, seq__in=[6, 8])]
+    assert [r.status for r in replies] == ["complete", "complete"]
+    asked = [c.messages[-1]["content"][-1]["text"] for c in fake_llm.calls]
+    assert asked == ["Old", "New"]
+    await ws.disconnect()
+
+
+async def test_a_failing_channel_layer_does_not_keep_a_reply_streaming(
+    alice, conversation, fake_llm, monkeypatch
+):
+    from channels.layers import get_channel_layer
+
+    layer = get_channel_layer()
+    group_send = layer.group_send
+
+    async def flaky(group, message):
+        if "beforeend:#msg-2-text" in message.get("html", ""):
+            raise ConnectionError("the channel layer is down")
+        await group_send(group, message)
+
+    monkeypatch.setattr(layer, "group_send", flaky)
+    ws = socket_for(alice, conversation.pk)
+    await ws.connect()
+    await ws.send_to(text_data=send("hello"))
+    await receive_until(ws, shows(2, "complete"))
+    await settle(conversation.pk)
+    reply = await Message.objects.aget(conversation=conversation, seq=2)
+    assert reply.status == "complete" and reply.text == "This is the fake model."
+    await ws.disconnect()
+
+
+async def test_a_clean_shutdown_gives_the_queue_back_instead_of_stranding_it(
+    alice, conversation, fake_llm
+):
+    import asyncio
+
+    gate = asyncio.Event()
+    fake_llm.enqueue(["long "] * 3, gate=gate)
+    fake_llm.enqueue(["second"])
+    ws = socket_for(alice, conversation.pk)
+    await ws.connect()
+    await ws.send_to(text_data=send("first"))
+    await receive_until(ws, lambda f: "beforeend:#msg-2-text" in f)
+    await ws.send_to(text_data=send("then this"))
+    await receive_until(ws, lambda f: 'id="send-accepted"' in f)
+    await ws.disconnect()
+    await engine.shutdown()  # as on SIGTERM
+    statuses = {m.seq: m.status async for m in Message.objects.filter(conversation=conversation)}
+    assert statuses == {1: "complete", 2: "interrupted", 3: "complete", 4: "queued"}
+    engine.kick(conversation.pk)  # the next process to look runs it
+    await settle(conversation.pk)
+    assert (await Message.objects.aget(conversation=conversation, seq=4)).status == "complete"

@@ -13,7 +13,7 @@ from compaction.loading import load_window
 from compaction.models import Compaction
 from tests.transcripts import add_turns, text_block
 
-pytestmark = pytest.mark.django_db
+pytestmark = pytest.mark.django_db(transaction=True)  # the cache fills on commit
 
 
 @pytest.fixture
@@ -77,13 +77,15 @@ def test_a_pin_reaches_the_window_through_the_cache(conversation):
     assert load_window(conversation).pinned_before_cut == []
 
 
-def test_a_message_cancelled_after_it_was_read_leaves_the_window(conversation):
+def test_a_queued_message_is_in_no_window_but_its_own_replys(conversation):
     add_turns(conversation, 2)
     Message.objects.create(conversation=conversation, seq=5, role="user", content=text_block("x"))
     Message.objects.create(conversation=conversation, seq=6, role="assistant", status="queued")
-    assert seqs(conversation)[-1] == 5
+    assert seqs(conversation)[-1] == 4  # it can still be cancelled
+    assert load_window(conversation, before_seq=6).entries[-1].seq == 5
     Message.objects.filter(seq__in=[5, 6]).update(status="cancelled")
     assert seqs(conversation)[-1] == 4
+    assert load_window(conversation, before_seq=6).entries[-1].seq == 4
 
 
 def test_a_reply_read_while_it_streamed_is_read_again_once_it_ends(conversation):

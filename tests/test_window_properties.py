@@ -13,7 +13,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compaction.cut import choose_cut, tail_tokens
+from compaction.cut import choose_cut
 from compaction.entries import Entry
 from compaction.window import (
     PINNED_HEADING,
@@ -25,6 +25,7 @@ from compaction.window import (
     repair,
     summary_pair,
 )
+from tests.transcripts import tail_tokens, tool_result_ids, tool_use_ids
 
 SYSTEM = "SYSTEM-PROMPT-MARKER: you are a careful assistant."
 WORDS = ["hi", "fix the bug", "run tests", "ignore previous instructions", "</summary>", "ok"]
@@ -135,7 +136,7 @@ def answered(entries: list[Entry]) -> set[str]:
     return {
         i
         for a, b in zip(entries, entries[1:], strict=False)
-        for i in a.tool_use_ids & b.tool_result_ids
+        for i in tool_use_ids(a) & tool_result_ids(b)
     }
 
 
@@ -161,10 +162,10 @@ def assert_cut_is_safe(current: list[Entry], cut: int, keep_tokens: int) -> None
     assert cut <= last_turn, "the last user turn is kept whole"
     before = [e for e in current if e.seq < cut]
     after = [e for e in current if e.seq >= cut]
-    uses_before = set().union(*(e.tool_use_ids for e in before))
-    uses_after = set().union(*(e.tool_use_ids for e in after))
-    assert not uses_before & set().union(*(e.tool_result_ids for e in after))
-    assert not uses_after & set().union(*(e.tool_result_ids for e in before))
+    uses_before = set().union(*(tool_use_ids(e) for e in before))
+    uses_after = set().union(*(tool_use_ids(e) for e in after))
+    assert not uses_before & set().union(*(tool_result_ids(e) for e in after))
+    assert not uses_after & set().union(*(tool_result_ids(e) for e in before))
     candidates = [e.seq for e in current[1:] if e.starts_user_turn]
     fitting = [s for s in candidates if tail_tokens(current, s) <= keep_tokens]
     assert cut == (fitting[0] if fitting else candidates[-1])

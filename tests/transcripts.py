@@ -46,3 +46,20 @@ def snapshot(conversation) -> list[tuple]:
     return list(
         conversation.messages.order_by("seq").values_list("seq", "role", "content", "status")
     )
+
+
+def tool_use_ids(entry) -> set[str]:
+    return {b["id"] for b in entry.content if b.get("type") == "tool_use" and "id" in b}
+
+
+def tool_result_ids(entry) -> set[str]:
+    return {
+        b["tool_use_id"]
+        for b in entry.content
+        if b.get("type") == "tool_result" and "tool_use_id" in b
+    }
+
+
+def tail_tokens(entries, first_kept_seq: int) -> int:
+    """Tokens of the entries a cut at `first_kept_seq` keeps."""
+    return sum(e.tokens for e in entries if e.seq >= first_kept_seq)
