@@ -535,8 +535,6 @@ def request_stop(user, conversation_id, seq: int | None = None) -> tuple[Message
 # --- recovery ----------------------------------------------------------------------------------
 
 
-
-
 def close_stale(cutoff: datetime, conversation_id: int | None = None) -> tuple[Message, ...]:
     """Close replies left streaming by a process that died: interrupted, with their saved text."""
     rows = Message.objects.filter(status=Message.Status.STREAMING).filter(
