@@ -10,6 +10,7 @@ or goes alone if no text has come within one interval.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 
 from . import broadcast, fragments
@@ -43,11 +44,12 @@ class DeltaRelay:
         return preface
 
     async def _send_loop(self) -> None:
-        if self._preface:
-            try:  # the first text, or one interval: then the bubble goes, with or without text
-                await asyncio.wait_for(self._ready.wait(), self.interval)
-            except TimeoutError:
-                pass
+        while True:
+            if self._preface:  # the first text, or one interval: then the bubble goes, text or not
+                await _wait(self._ready, self.interval)
+            else:
+                await self._ready.wait()
+                await _wait(self._closed, self._last_sent + self.interval - time.monotonic())
             if self._closed.is_set():
                 return
             self._ready.clear()
@@ -57,17 +59,10 @@ class DeltaRelay:
                 self._last_sent = time.monotonic()
                 frame += fragments.delta(self.seq, text)
             await broadcast.html(self.conversation_id, frame)
-        while True:
-            await self._ready.wait()
-            wait = self._last_sent + self.interval - time.monotonic()
-            if wait > 0:
-                try:
-                    await asyncio.wait_for(self._closed.wait(), wait)
-                except TimeoutError:
-                    pass
-            if self._closed.is_set():
-                return
-            self._ready.clear()
-            text, self._pending = "".join(self._pending), []
-            self._last_sent = time.monotonic()
-            await broadcast.html(self.conversation_id, fragments.delta(self.seq, text))
+
+
+async def _wait(event: asyncio.Event, seconds: float) -> None:
+    """Until the event is set or the seconds have passed, whichever comes first."""
+    if seconds > 0:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(event.wait(), seconds)
