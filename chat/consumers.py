@@ -98,7 +98,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             engine.kick(self.conversation_id)  # its process had died: run what waits behind
 
     async def on_compact(self, frame: dict) -> None:
-        engine.run_compaction(
+        engine.start(
             await engine.hold(
                 compaction.compact_now(self.user, self.conversation_id, frame.get("instructions"))
             )
@@ -113,7 +113,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         await compaction.discard(self.user, self.conversation_id, frame.get("compaction"))
 
     async def on_regenerate(self, frame: dict) -> None:
-        engine.run_compaction(
+        engine.start(
             await engine.hold(
                 compaction.regenerate(
                     self.user,

@@ -280,11 +280,6 @@ def _compaction_due(turn: queue.Turn, reply: Message, after: WindowState) -> boo
 # --- a compaction --------------------------------------------------------------------------------
 
 
-def run_compaction(opened: compaction.Opened) -> None:
-    """Run a compaction the user asked for, then whatever is queued behind it."""
-    start(opened)
-
-
 async def _compact(opened: compaction.Opened) -> None:
     conversation_id, row = opened.conversation_id, opened.row
     await broadcast.html(conversation_id, fragments.progress(f"Compacting ({row.trigger})…"))
