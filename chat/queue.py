@@ -309,14 +309,12 @@ def _store(reply: Message, insert: list[Message]) -> bool:
         _insert(*insert, reply)
         return True
     fields = ["status", "heartbeat_at", "window_boundary_id", "window_head_tokens", "error"]
-    try:
-        return bool(
-            Message.objects.filter(pk=reply.pk, status=Message.Status.QUEUED).update(
-                updated_at=timezone.now(), **{f: getattr(reply, f) for f in fields}
-            )
+    # No other reply streams: the caller holds the conversation's lock and saw none.
+    return bool(
+        Message.objects.filter(pk=reply.pk, status=Message.Status.QUEUED).update(
+            updated_at=timezone.now(), **{f: getattr(reply, f) for f in fields}
         )
-    except IntegrityError:
-        return False  # another reply of this conversation streams
+    )
 
 
 def give_back(step: Step) -> None:
