@@ -33,8 +33,9 @@ def appended_message(msg: Message, *, queued: bool = False) -> str:
     )
 
 
-def replaced_message(msg: Message, *, pinned: bool = False) -> str:
-    return message(Item(kind="message", message=msg, pinned=pinned), oob="outerHTML")
+def replaced_message(msg: Message) -> str:
+    """A message that was queued or streaming, so never pinned (pinning waits for the end)."""
+    return message(Item(kind="message", message=msg), oob="outerHTML")
 
 
 def started(reply: Message) -> str:
