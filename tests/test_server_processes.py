@@ -1,5 +1,5 @@
 """The engine across real server processes: killed mid-reply and mid-compaction, stopped with
-SIGTERM, and two processes sharing one conversation through Redis.
+SIGTERM, a broken and a slow provider, and two processes sharing one conversation through Redis.
 
 Each server is `uvicorn config.asgi:application` on the test database, its model the local fake
 Anthropic server; tabs are real websocket clients with a session cookie.
@@ -142,6 +142,54 @@ async def test_sigterm_closes_the_replies_of_the_stopping_server_at_once(
     reply = await row(Message, conversation=conversation, seq=2)
     assert reply.status == "interrupted"
     assert reply.text.startswith("word0 ")
+
+
+async def test_a_broken_or_slow_provider_keeps_what_arrived_and_the_queue_goes_on(
+    alice, alice_session, fake_anthropic, servers
+):
+    conversation = await new_conversation(alice)
+    server = servers(fake_anthropic.url, LLM_TIMEOUT_SECONDS="1")
+    tab = await Tab(server, conversation.pk, alice_session).open()
+
+    fake_anthropic.enqueue_status(529, "overloaded_error", "Overloaded")
+    await tab.send(action="send", message="Are you there?")
+    overloaded = await tab.until(finished(2, "error"))
+    assert "overloaded" in overloaded.lower()
+
+    fake_anthropic.enqueue_drop(["Cut ", "off"])
+    await tab.send(action="send", message="Try again.")
+    await tab.until(finished(4, "error"))
+
+    # Slower than the timeout between two deltas; a message typed meanwhile waits its turn.
+    fake_anthropic.enqueue_hang(6, chunks=3)
+    await tab.send(action="send", message="Take your time.")
+    await tab.until(delta(6))
+    await tab.send(action="send", message="Typed while it is slow.")
+    timed_out = await tab.until(finished(6, "error"))
+    assert "timed out" in timed_out and "word0" in timed_out
+    await tab.until(finished(8, "complete"))
+    await tab.close()
+
+    rows = [m async for m in Message.objects.filter(conversation=conversation)]
+    assert [(m.seq, m.status) for m in rows] == [
+        (1, "complete"),
+        (2, "error"),
+        (3, "complete"),
+        (4, "error"),
+        (5, "complete"),
+        (6, "error"),
+        (7, "complete"),
+        (8, "complete"),
+    ]
+    assert [m.text for m in rows if m.role == "user"] == [
+        "Are you there?",
+        "Try again.",
+        "Take your time.",
+        "Typed while it is slow.",
+    ]
+    assert rows[3].text == "Cut off" and "connection" in rows[3].error.lower()
+    assert rows[5].text.startswith("word0 ") and "timed out after 1 s" in rows[5].error
+    assert rows[7].text == "Hello from the fake server."
 
 
 @pytest.mark.skipif(not settings.REDIS_URL, reason="several processes need the Redis layer")
