@@ -473,27 +473,20 @@ def flush_redis(url: str) -> None:
 def prepare_app(env: dict, chats: int) -> list[tuple[int, str]]:
     """Migrate, then make one user, session and conversation per chat (in a subprocess, since
     each configuration has its own DATABASE_URL)."""
+    _run_python(["manage.py", "migrate", "--noinput"], env, "migrate")
+    made = _run_python(
+        [str(Path(__file__).resolve()), "--_setup", str(chats)], env, "creating the chats"
+    )
+    return [tuple(pair) for pair in json.loads(made)]
+
+
+def _run_python(args: list[str], env: dict, what: str) -> str:
     done = subprocess.run(
-        [PYTHON, "manage.py", "migrate", "--noinput"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
+        [PYTHON, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600
     )
     if done.returncode:
-        raise BenchError(f"migrate failed:\n{done.stdout[-2000:]}{done.stderr[-4000:]}")
-    done = subprocess.run(
-        [PYTHON, str(Path(__file__).resolve()), "--_setup", str(chats)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    if done.returncode:
-        raise BenchError(f"creating the chats failed:\n{done.stderr[-4000:]}")
-    return [tuple(pair) for pair in json.loads(done.stdout)]
+        raise BenchError(f"{what} failed:\n{done.stdout[-2000:]}{done.stderr[-4000:]}")
+    return done.stdout
 
 
 def setup_chats(count: int) -> None:
