@@ -95,7 +95,7 @@ async def _drive(conversation_id: int, step: queue.Step) -> None:
         if step is None:
             step = await _claim(conversation_id)
         while step is not None:
-            current, step = step, None
+            current, step = step, None  # a running step closes itself: never given back
             step = await _run(conversation_id, current)
     except BaseException:
         # A step claimed but never started (this process is stopping, or failed between two
