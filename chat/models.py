@@ -15,6 +15,7 @@ from django.conf import settings
 from django.db import models
 
 from compaction.entries import Entry
+from search.text import searchable_text
 
 
 class ConversationQuerySet(models.QuerySet):
@@ -81,6 +82,8 @@ class Message(models.Model):
     usage = models.JSONField(null=True, blank=True)  # the API's usage for an assistant reply
     model = models.CharField(max_length=100, blank=True)
     tokens = models.PositiveIntegerField(default=0)  # estimated once, when saved
+    # The words of `content` for full-text search (search/), written whenever content is.
+    search_text = models.TextField(blank=True, default="", editable=False)
     # The boundary in force when this reply was requested: its usage anchors token accounting
     # only while that boundary is still the latest one.
     window_boundary_id = models.BigIntegerField(null=True, blank=True)
@@ -119,6 +122,13 @@ class Message(models.Model):
 
     def __str__(self) -> str:
         return f"{self.conversation_id}#{self.seq} {self.role}"
+
+    def save(self, *args, **kwargs) -> None:
+        self.search_text = searchable_text(self.content)
+        update_fields = kwargs.get("update_fields")
+        if update_fields is not None and "content" in update_fields:
+            kwargs["update_fields"] = {*update_fields, "search_text"}
+        super().save(*args, **kwargs)
 
     @property
     def text(self) -> str:

@@ -34,6 +34,7 @@ from compaction.models import Compaction
 from compaction.policy import must_compact_before_send
 from compaction.snapshot import Snapshot, as_datetime, read_snapshot
 from compaction.tokens import estimate_content, estimate_text
+from search.text import searchable_text
 
 from .errors import ActionError
 from .models import Conversation, Message
@@ -222,6 +223,7 @@ def _insert(*rows: Message) -> None:
     now = timezone.now()
     for row in rows:
         row.created_at = row.updated_at = now
+        row.search_text = searchable_text(row.content)
     columns = ", ".join(f.column for f in _MESSAGE_FIELDS)
     one = "(" + ", ".join(["%s"] * len(_MESSAGE_FIELDS)) + ")"
     params = [
@@ -409,8 +411,9 @@ def save_final(reply: Message) -> Message:
 
 
 def _finish_row(reply: Message) -> bool:
-    fields = ["content", "status", "usage", "error", "tokens", "model", "updated_at"]
+    fields = ["content", "search_text", "status", "usage", "error", "tokens", "model", "updated_at"]
     reply.updated_at = timezone.now()
+    reply.search_text = searchable_text(reply.content)
     values = [
         Message._meta.get_field(f).get_db_prep_save(getattr(reply, f), connection) for f in fields
     ]
@@ -549,6 +552,7 @@ def close_stale(cutoff: datetime, conversation_id: int | None = None) -> tuple[M
             status=row.status,
             error=row.error,
             content=row.content,
+            search_text=searchable_text(row.content),
             tokens=row.tokens,
             updated_at=timezone.now(),
         ):

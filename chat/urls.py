@@ -42,5 +42,10 @@ urlpatterns = [
         views.conversation_export,
         name="conversation-export",
     ),
+    path(
+        "conversations/<int:conversation_id>/search.json",
+        views.conversation_search,
+        name="conversation-search",
+    ),
     path("messages/<int:message_id>/pin/", views.message_pin, name="message-pin"),
 ]

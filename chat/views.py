@@ -15,6 +15,8 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 import providers
 from compaction.loading import load_panel, load_window
 from compaction.models import Compaction
+from search.messages import MAX_LIMIT, search
+from search.text import marked
 
 from . import actions, fragments, transcript
 from .models import Conversation, Pin
@@ -212,3 +214,40 @@ def conversation_export(request: HttpRequest, conversation_id: int) -> JsonRespo
     response = JsonResponse(data, json_dumps_params={"ensure_ascii": False})
     response["Content-Disposition"] = f'inline; filename="conversation-{conversation.pk}.json"'
     return response
+
+
+@login_required
+@require_GET
+def conversation_search(request: HttpRequest, conversation_id: int) -> JsonResponse:
+    """The conversation's whole transcript (compacted part included), best hits first: the same
+    function the model's `search_history` tool calls."""
+    conversation = _owned(request, conversation_id)
+    query, limit = request.GET.get("q", ""), _limit(request.GET.get("limit"))
+    if limit is None:
+        return JsonResponse({"error": f"limit must be a number from 1 to {MAX_LIMIT}."}, status=400)
+    hits = search(request.user, query, conversation_id=conversation.pk, limit=limit)
+    return JsonResponse(
+        {
+            "query": query,
+            "hits": [
+                {
+                    "seq": h.seq,
+                    "role": h.role,
+                    "snippet": marked(h.snippet, "**", "**"),
+                    "score": h.score,
+                    "created_at": h.created_at.isoformat(),
+                }
+                for h in hits
+            ],
+        }
+    )
+
+
+def _limit(value: str | None) -> int | None:
+    if value in (None, ""):
+        return 10
+    try:
+        limit = int(value)
+    except ValueError:
+        return None
+    return limit if 1 <= limit <= MAX_LIMIT else None

@@ -1,0 +1,166 @@
+"""Search over transcripts: the database's own full-text index, natural-language queries ranked
+by how many words match and how rare they are, always scoped to the user (SQLite and
+PostgreSQL run this same file)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from chat.models import Conversation, Message
+from search.messages import search
+from search.text import MARK_CLOSE, MARK_OPEN, parse, searchable_text
+from tests.conftest import receive_until, socket_for
+from tests.waiting import settle
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def add(conversation, *texts, role="user", status="complete"):
+    start = (conversation.messages.order_by("-seq").values_list("seq", flat=True).first() or 0) + 1
+    for offset, text in enumerate(texts):
+        Message.objects.create(
+            conversation=conversation,
+            seq=start + offset,
+            role=role,
+            status=status,
+            content=[{"type": "text", "text": text}],
+        )
+
+
+def seqs(hits):
+    return [h.seq for h in hits]
+
+
+def test_a_hit_need_not_hold_every_word_and_words_are_stemmed(alice, conversation):
+    add(conversation, "The deployment failed with a permissions error.", "Lunch was nice.")
+    hits = search(alice, "why did deploying fail, what errors were there?", limit=5)
+    assert seqs(hits) == [1]
+    assert hits[0].role == "user" and hits[0].conversation_id == conversation.pk
+    assert MARK_OPEN in hits[0].snippet and MARK_CLOSE in hits[0].snippet
+
+
+def test_more_matching_words_and_rarer_words_rank_first(alice, conversation):
+    add(
+        conversation,
+        "python is great",  # 1: a common word only
+        "python again",  # 2
+        "more python here",  # 3
+        "kubernetes cluster notes",  # 4: the rare word only
+        "python on kubernetes",  # 5: both
+        "python tips",  # 6
+    )
+    hits = search(alice, "python kubernetes", conversation_id=conversation.pk, limit=10)
+    assert seqs(hits)[:2] == [5, 4]
+    assert set(seqs(hits)) == {1, 2, 3, 4, 5, 6}
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+def test_a_quoted_phrase_must_appear_as_written(alice, conversation):
+    add(conversation, "a blue whale surfaced", "the whale was blue and grey")
+    assert seqs(search(alice, '"blue whale"', limit=5)) == [1]
+
+
+def test_tool_calls_and_results_are_searchable(alice, conversation):
+    Message.objects.create(
+        conversation=conversation,
+        seq=1,
+        role="user",
+        content=[
+            {"type": "tool_result", "tool_use_id": "t1", "content": "Traceback: ZeroDivisionError"}
+        ],
+    )
+    Message.objects.create(
+        conversation=conversation,
+        seq=2,
+        role="assistant",
+        content=[
+            {"type": "tool_use", "id": "t2", "name": "lookup", "input": {"city": "Reykjavik"}}
+        ],
+    )
+    assert seqs(search(alice, "zerodivisionerror", limit=5)) == [1]
+    assert seqs(search(alice, "reykjavik", limit=5)) == [2]
+
+
+def test_only_the_users_own_live_history_is_searched(alice, bob, conversation):
+    mine = Conversation.objects.create(owner=alice, model="fake-model", title="Other")
+    gone = Conversation.objects.create(owner=alice, model="fake-model")
+    theirs = Conversation.objects.create(owner=bob, model="fake-model")
+    add(conversation, "marmalade recipe")
+    add(mine, "marmalade again")
+    add(gone, "marmalade deleted")
+    gone.deleted_at = gone.created_at
+    gone.save()
+    add(theirs, "marmalade secret")
+    add(conversation, "marmalade never sent", status="cancelled")
+    everywhere = search(alice, "marmalade", limit=10)
+    assert {(h.conversation_id, h.seq) for h in everywhere} == {(conversation.pk, 1), (mine.pk, 1)}
+    assert {h.conversation_title for h in everywhere} == {conversation.title, "Other"}
+    assert seqs(search(alice, "marmalade", conversation_id=conversation.pk)) == [1]
+    assert [h.conversation_id for h in search(bob, "marmalade")] == [theirs.pk]
+
+
+@pytest.mark.parametrize("query", ['NEAR(a b) AND "', "* ^ - :", "col:umn", "", "   ", '"'])
+def test_query_syntax_is_never_interpreted(alice, conversation, query):
+    add(conversation, "near and column words")
+    search(alice, query)  # no error; whatever it finds is fine
+
+
+def test_parse_keeps_the_words_that_count():
+    assert parse("What did we decide about the Postgres migration?").terms == (
+        "decide",
+        "postgres",
+        "migration",
+    )
+    assert parse('find "exact words here" please').phrases == (("exact", "words", "here"),)
+    assert parse("what is it").terms == ("what", "is", "it")  # common words only: keep them
+
+
+def test_searchable_text_strips_the_snippet_marks():
+    text = searchable_text([{"type": "text", "text": f"a{MARK_OPEN}b{MARK_CLOSE}"}])
+    assert text == "ab"
+
+
+# --- the JSON endpoint ---------------------------------------------------------------------------
+
+
+def test_search_json_answers_hits_best_first(client, alice, conversation):
+    add(conversation, "the release date is the 4th", "nothing here", "release notes drafted")
+    client.force_login(alice)
+    response = client.get(f"/conversations/{conversation.pk}/search.json", {"q": "release date"})
+    assert response.status_code == 200
+    data = response.json()
+    assert data["query"] == "release date"
+    assert [h["seq"] for h in data["hits"]] == [1, 3]
+    assert set(data["hits"][0]) >= {"seq", "role", "snippet", "score"}
+    assert "**release**" in data["hits"][0]["snippet"].lower()
+
+
+def test_search_json_refuses_a_bad_limit_and_hides_other_users(client, alice, bob, conversation):
+    add(conversation, "private words")
+    client.force_login(alice)
+    url = f"/conversations/{conversation.pk}/search.json"
+    assert client.get(url, {"q": "private", "limit": "x"}).status_code == 400
+    assert client.get(url, {"q": "private", "limit": "0"}).status_code == 400
+    assert client.get(url, {"q": "private", "limit": "2"}).json()["hits"][0]["seq"] == 1
+    assert client.get(url, {"q": ""}).json() == {"query": "", "hits": []}
+    client.force_login(bob)
+    response = client.get(url, {"q": "private"})
+    assert response.status_code == 404
+    assert b"private" not in response.content
+
+
+@pytest.mark.usefixtures("channel_layer")
+async def test_a_streamed_reply_is_indexed_when_it_is_saved(alice, conversation, fake_llm):
+    from asgiref.sync import sync_to_async
+
+    fake_llm.enqueue(["The answer is ", "quokka."])
+    ws = socket_for(alice, conversation.pk)
+    await ws.connect()
+    await ws.send_to(text_data=json.dumps({"action": "send", "message": "name an animal"}))
+    await receive_until(ws, lambda f: 'data-status="complete"' in f)
+    await settle(conversation.pk)
+    hits = await sync_to_async(search)(alice, "quokka")
+    assert [(h.seq, h.role) for h in hits] == [(2, "assistant")]
+    await ws.disconnect()
