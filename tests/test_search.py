@@ -164,3 +164,21 @@ async def test_a_streamed_reply_is_indexed_when_it_is_saved(alice, conversation,
     hits = await sync_to_async(search)(alice, "quokka")
     assert [(h.seq, h.role) for h in hits] == [(2, "assistant")]
     await ws.disconnect()
+
+
+def test_the_index_is_put_back_after_a_migration_dropped_its_triggers(alice, conversation):
+    from django.db import connection
+
+    from search import schema
+
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite rebuilds a table to alter it, dropping its triggers")
+    with connection.cursor() as cursor:
+        for name in schema.SQLITE_TRIGGERS:
+            cursor.execute(f"DROP TRIGGER {name}")
+    add(conversation, "written while the triggers were gone: aardvark")
+    assert search(alice, "aardvark") == []
+    schema.ensure(connection)  # what chat's post_migrate runs
+    assert seqs(search(alice, "aardvark")) == [1]
+    add(conversation, "and after: aardvark again")
+    assert sorted(seqs(search(alice, "aardvark"))) == [1, 2]

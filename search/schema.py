@@ -1,0 +1,59 @@
+"""The database's own full-text index over `chat_message.search_text`, created and kept.
+
+SQLite: an FTS5 table (porter stemmer, bm25) with chat_message as its external content, kept in
+step by triggers, so every write path (the ORM, the turn engine's own SQL) is indexed. SQLite
+rebuilds a table to alter it, which drops its triggers: `ensure` runs after every migrate
+(chat's post_migrate) and puts back what is missing, re-indexing if it had to.
+PostgreSQL: a GIN index on to_tsvector('english', search_text), the expression
+search/messages.py queries with.
+"""
+
+from __future__ import annotations
+
+SQLITE_TABLE = (
+    "CREATE VIRTUAL TABLE IF NOT EXISTS chat_message_fts USING fts5("
+    "search_text, content='chat_message', content_rowid='id', tokenize='porter unicode61')"
+)
+SQLITE_TRIGGERS = {
+    "chat_message_fts_insert": "AFTER INSERT ON chat_message BEGIN "
+    "INSERT INTO chat_message_fts(rowid, search_text) VALUES (new.id, new.search_text); END",
+    "chat_message_fts_delete": "AFTER DELETE ON chat_message BEGIN "
+    "INSERT INTO chat_message_fts(chat_message_fts, rowid, search_text) "
+    "VALUES ('delete', old.id, old.search_text); END",
+    # Only when the text changes: heartbeats and status updates leave the index alone.
+    "chat_message_fts_update": "AFTER UPDATE OF search_text ON chat_message BEGIN "
+    "INSERT INTO chat_message_fts(chat_message_fts, rowid, search_text) "
+    "VALUES ('delete', old.id, old.search_text); "
+    "INSERT INTO chat_message_fts(rowid, search_text) VALUES (new.id, new.search_text); END",
+}
+POSTGRES_INDEX = (
+    "CREATE INDEX IF NOT EXISTS chat_message_search ON chat_message "
+    "USING GIN (to_tsvector('english', search_text))"
+)
+
+
+def ensure(connection) -> None:
+    """Create the index if it is missing (idempotent)."""
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(POSTGRES_INDEX)
+        elif connection.vendor == "sqlite":
+            cursor.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")
+            present = {name for (name,) in cursor.fetchall()}
+            cursor.execute(SQLITE_TABLE)
+            missing = [name for name in SQLITE_TRIGGERS if name not in present]
+            for name in missing:
+                cursor.execute(f"CREATE TRIGGER {name} {SQLITE_TRIGGERS[name]}")
+            if missing:
+                # Rows written while a trigger was gone are not in the index: index them all.
+                cursor.execute("INSERT INTO chat_message_fts(chat_message_fts) VALUES ('rebuild')")
+
+
+def drop(connection) -> None:
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("DROP INDEX IF EXISTS chat_message_search")
+        elif connection.vendor == "sqlite":
+            for name in SQLITE_TRIGGERS:
+                cursor.execute(f"DROP TRIGGER IF EXISTS {name}")
+            cursor.execute("DROP TABLE IF EXISTS chat_message_fts")
