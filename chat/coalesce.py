@@ -43,6 +43,16 @@ class DeltaRelay:
         preface, self._preface = self._preface, ""
         return preface
 
+    async def checkpoint(self, frame: str) -> None:
+        """Between two steps of a turn: send `frame` (the bubble re-rendered whole, so text
+        still pending is in it) after the frame in flight, then relay the next step's text."""
+        preface = await self.close()
+        await broadcast.html(self.conversation_id, preface + frame)
+        self._pending.clear()
+        self._closed.clear()
+        self._ready.clear()
+        self._task = asyncio.ensure_future(self._send_loop())
+
     async def _send_loop(self) -> None:
         while True:
             if self._preface:  # the first text, or one interval: then the bubble goes, text or not

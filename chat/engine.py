@@ -32,7 +32,11 @@ from compaction import actions as compaction_actions
 from compaction import run as compaction
 from compaction.loading import WindowState
 from compaction.policy import needs_auto_compaction
+from compaction.tokens import estimate_content
+from compaction.window import turn_messages
 from providers.values import Final, LLMError, Request, TextDelta
+from tools import registry
+from tools.values import Context
 
 from . import broadcast, db, fragments, queue
 from .coalesce import DeltaRelay
@@ -135,12 +139,31 @@ async def show_recovered(replies: tuple[Message, ...]) -> None:
 
 @dataclass
 class _Received:
-    parts: list[str] = field(default_factory=list)
-    final: Final | None = None
+    """What a turn has so far: its finished steps as the API's blocks (assistant blocks and the
+    tool results between steps, in order), the step streaming now, how each tool call ran."""
+
+    blocks: list[dict] = field(default_factory=list)
+    parts: list[str] = field(default_factory=list)  # this step's text so far
+    final: Final | None = None  # the last finished step
+    runs: dict[str, dict] = field(default_factory=dict)  # tool_use id -> {"ms": …}
+    note: str = ""  # why the turn ended before the model did (step limit, full window)
 
     @property
     def text(self) -> str:
         return "".join(self.parts)
+
+    def shown(self) -> list[dict]:
+        """As the page shows it mid-turn: calls without a result yet are running."""
+        return self.blocks + self._text()
+
+    def content(self) -> list[dict]:
+        """As it is saved however the turn ends: a call left without a result (Stop during a
+        tool) is answered "not run", so the stored turn pairs every tool_use with a result."""
+        results = [_result(c["id"], STOPPED_RESULT, True) for c in _unanswered(self.blocks)]
+        return self.blocks + results + self._text()
+
+    def _text(self) -> list[dict]:
+        return [{"type": "text", "text": self.text}] if self.parts else []
 
 
 class _Stopped(Exception):
@@ -197,28 +220,94 @@ async def _turn(turn: queue.Turn) -> queue.Step:
 
 
 async def _stream(turn: queue.Turn, received: _Received, relay: DeltaRelay) -> None:
+    """The turn's steps: stream a reply; while the model asks for tools, run them (in parallel)
+    and stream the next step with their results, up to TOOL_STEP_LIMIT model calls."""
     model = turn.conversation.model
-    request = Request(
-        model=model,
-        system=turn.state.system,
-        messages=turn.state.window().messages,
-        max_tokens=turn.max_tokens,
-    )
-    last_save = time.monotonic()
-    async with aclosing(providers.client_for(model).stream(request)) as events:
+    client = providers.client_for(model)
+    tools = registry.definitions() if client.capabilities(model).supports_tools else ()
+    context = Context(turn.conversation.owner_id, turn.conversation.pk)
+    head = turn.state.window().messages
+    budget = turn.state.budget
+    for step in range(1, settings.TOOL_STEP_LIMIT + 1):
+        used = turn.state.tokens + estimate_content(received.blocks)
+        if step > 1 and used + budget.reserve > budget.total:
+            received.note = (
+                f"Stopped after {step - 1} steps: with the tool results the window is about "
+                f"{used:,} tokens, and the next step would not fit this model's budget of "
+                f"{budget.total:,}."
+            )
+            return
+        request = Request(
+            model=model,
+            system=turn.state.system,
+            messages=head + turn_messages(received.blocks),
+            max_tokens=max(1, min(settings.CHAT_MAX_TOKENS, budget.total - used)),
+            tools=tools,
+        )
+        final = await _step(client, request, turn, received, relay)
+        received.blocks += final.content
+        received.parts = []
+        calls = [b for b in final.content if b.get("type") == "tool_use"]
+        if final.stop_reason != "tool_use" or not calls:
+            return
+        if step == settings.TOOL_STEP_LIMIT:
+            received.blocks += [_result(c["id"], STEP_LIMIT_RESULT, True) for c in calls]
+            received.note = (
+                f"Stopped after {step} model calls (TOOL_STEP_LIMIT): the model still asked for "
+                "tools. Ask it to go on if you want more."
+            )
+            return
+        await relay.checkpoint(_bubble(turn, received))
+        outcomes = await asyncio.gather(*(registry.run(call, context) for call in calls))
+        for call, outcome in zip(calls, outcomes, strict=True):
+            received.blocks.append(_result(call["id"], outcome.text, outcome.is_error))
+            received.runs[call["id"]] = {"ms": outcome.ms}
+        if not await db.run(queue.save_partial, turn.reply.pk, received.content(), received.runs):
+            raise _Stopped
+        await relay.checkpoint(_bubble(turn, received))
+
+
+STEP_LIMIT_RESULT = "Not run: this turn reached its limit of model calls."
+STOPPED_RESULT = "Not run: the reply was stopped."
+
+
+async def _step(client, request: Request, turn, received: _Received, relay: DeltaRelay) -> Final:
+    """One model call: text to every tab as it comes, saved each second; its final message."""
+    last_save, final = time.monotonic(), None
+    async with aclosing(client.stream(request)) as events:
         async for event in events:
             if isinstance(event, TextDelta):
                 received.parts.append(event.text)
                 relay.add(event.text)
                 if time.monotonic() - last_save >= PARTIAL_SAVE_SECONDS:
                     last_save = time.monotonic()
-                    if not await db.run(queue.save_partial, turn.reply.pk, received.text):
+                    saved = received.content()
+                    if not await db.run(queue.save_partial, turn.reply.pk, saved, received.runs):
                         raise _Stopped
             elif isinstance(event, Final):
-                received.final = event
-            # Tool-use events are parsed by the provider; the turn runs no tools yet.
-    if received.final is None:
+                final = received.final = event
+            # Tool calls arrive whole with the final message; their deltas are not shown.
+    if final is None:
         raise LLMError("The model stream ended without a final message.")
+    return final
+
+
+def _bubble(turn: queue.Turn, received: _Received) -> str:
+    """The reply's bubble re-rendered whole between steps: its calls, running or answered."""
+    shown = queue.replace_message(turn.reply, content=received.shown(), tool_runs=received.runs)
+    return fragments.replaced_message(shown)
+
+
+def _result(tool_use_id: str, text: str, is_error: bool) -> dict:
+    block = {"type": "tool_result", "tool_use_id": tool_use_id, "content": text}
+    if is_error:
+        block["is_error"] = True
+    return block
+
+
+def _unanswered(blocks: list[dict]) -> list[dict]:
+    answered = {b.get("tool_use_id") for b in blocks if b.get("type") == "tool_result"}
+    return [b for b in blocks if b.get("type") == "tool_use" and b.get("id") not in answered]
 
 
 async def _close(turn, streaming, relay, received: _Received, status, error, going_on: bool):
@@ -233,11 +322,14 @@ async def _close(turn, streaming, relay, received: _Received, status, error, goi
     final = received.final if status == Message.Status.COMPLETE else None
     reply = queue.finished(
         turn,
-        content=final.content if final else [{"type": "text", "text": received.text}],
+        content=received.content(),
         status=status,
+        # The last step's usage: its input holds every step before it, so it anchors the
+        # window's count after the turn.
         usage=final.usage.as_dict() if final else None,
-        error=error,
+        error=error or (received.note if status == Message.Status.COMPLETE else ""),
         model=final.model if final else "",
+        tool_runs=received.runs,
     )
     after = turn.state.extended([reply.to_entry()], reply.usage)
     try:

@@ -82,6 +82,9 @@ class Message(models.Model):
     usage = models.JSONField(null=True, blank=True)  # the API's usage for an assistant reply
     model = models.CharField(max_length=100, blank=True)
     tokens = models.PositiveIntegerField(default=0)  # estimated once, when saved
+    # A reply's tool calls as they ran, by tool_use id: {"ms": duration}. The content blocks
+    # stay exactly the API's; what the page shows beside them lives here.
+    tool_runs = models.JSONField(default=dict, blank=True)
     # The words of `content` for full-text search (search/), written whenever content is.
     search_text = models.TextField(blank=True, default="", editable=False)
     # The boundary in force when this reply was requested: its usage anchors token accounting

@@ -57,11 +57,6 @@ class Turn:
     # the reply's bubble, in one frame.
     message: Message | None = None
 
-    @property
-    def max_tokens(self) -> int:
-        # Input plus the reply's room must fit the budget (the claim checked the reserve fits).
-        return max(1, min(settings.CHAT_MAX_TOKENS, self.state.budget.total - self.state.tokens))
-
 
 @dataclass(frozen=True)
 class Refused:
@@ -332,14 +327,14 @@ def give_back(step: Step) -> None:
 # --- while it streams ----------------------------------------------------------------------------
 
 
-def save_partial(reply_id: int, text: str) -> bool:
-    """Keep the text streamed so far (a crash or a tab opened mid-reply does not lose it) and
+def save_partial(reply_id: int, content: list[dict], tool_runs: dict | None = None) -> bool:
+    """Keep what the turn has so far (a crash or a tab opened mid-reply does not lose it) and
     touch the heartbeat. False: the reply is no longer this process's to write (Stop was
     pressed, or another process closed it as stale)."""
     return bool(
         Message.objects.filter(
             pk=reply_id, status=Message.Status.STREAMING, stop_requested=False
-        ).update(content=[{"type": "text", "text": text}], heartbeat_at=timezone.now())
+        ).update(content=content, tool_runs=tool_runs or {}, heartbeat_at=timezone.now())
     )
 
 
@@ -411,7 +406,8 @@ def save_final(reply: Message) -> Message:
 
 
 def _finish_row(reply: Message) -> bool:
-    fields = ["content", "search_text", "status", "usage", "error", "tokens", "model", "updated_at"]
+    fields = ["content", "search_text", "status", "usage", "error", "tokens", "model"]
+    fields += ["tool_runs", "updated_at"]
     reply.updated_at = timezone.now()
     reply.search_text = searchable_text(reply.content)
     values = [
@@ -427,7 +423,9 @@ def _finish_row(reply: Message) -> bool:
         return cursor.rowcount == 1
 
 
-def finished(turn: Turn, *, content: list[dict], status: str, usage=None, error="", model=""):
+def finished(
+    turn: Turn, *, content: list[dict], status: str, usage=None, error="", model="", tool_runs=None
+):
     """The reply as it will be saved: its final content, status and usage, counted once."""
     content = [b for b in content if b.get("type") != "text" or b.get("text")]
     return replace_message(
@@ -438,6 +436,7 @@ def finished(turn: Turn, *, content: list[dict], status: str, usage=None, error=
         error=error,
         tokens=estimate_content(content),
         model=model or turn.reply.model,
+        tool_runs=tool_runs or {},
     )
 
 

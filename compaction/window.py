@@ -45,7 +45,7 @@ def assemble(
     prompt only ever travels as `system`, never as a message, and is never summarised.
     """
     head = summary_pair(summary or "", pinned) if summary is not None or pinned else []
-    body = [_entry_message(e) for e in kept]
+    body = [message for e in kept for message in entry_messages(e)]
     return Window(system=system, messages=normalise(head + body))
 
 
@@ -68,9 +68,26 @@ def _summary_text(summary: str, pinned: Sequence[Entry]) -> str:
     return text
 
 
-def _entry_message(entry: Entry) -> dict:
-    # Not copied here: normalise() deep-copies every block on the way in (_clean_message).
-    return {"role": entry.role, "content": entry.content}
+def entry_messages(entry: Entry) -> list[dict]:
+    """One transcript entry as API messages. A reply that used tools is one entry holding its
+    whole turn, as the API's blocks in order: each run of tool_result blocks is the user message
+    between two assistant steps, so it becomes one here, and every other run an assistant one."""
+    # Not copied here: normalise() copies every block on the way in (_clean_message).
+    if entry.role != "assistant" or not entry.is_tool_result:
+        return [{"role": entry.role, "content": entry.content}]
+    return turn_messages(entry.content)
+
+
+def turn_messages(blocks: Sequence[dict]) -> list[dict]:
+    """A reply's blocks (its steps and their tool results) as alternating API messages."""
+    messages: list[dict] = []
+    for block in blocks:
+        role = "user" if block.get("type") == "tool_result" else "assistant"
+        if messages and messages[-1]["role"] == role:
+            messages[-1]["content"].append(block)
+        else:
+            messages.append({"role": role, "content": [block]})
+    return messages
 
 
 # --- normalisation -------------------------------------------------------------------------------

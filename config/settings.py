@@ -229,6 +229,17 @@ LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 2, minimum=0)
 # A streaming reply's text goes out to the browsers at most this often (deltas are coalesced),
 # so the cost of fanning it out does not grow with the number of tokens.
 DELTA_INTERVAL_MS = env_int("DELTA_INTERVAL_MS", 40, minimum=0)
+
+# Tools. A turn is a loop of provider calls while the model asks for tools: at most this many
+# steps run tools; beyond them a call is answered "not run" and the turn ends.
+TOOL_STEP_LIMIT = env_int("TOOL_STEP_LIMIT", 8)
+# The built-in recall tools (search_history, read_messages) let the model reach the compacted
+# part of its conversation.
+RECALL_TOOLS = env_bool("RECALL_TOOLS", True)
+# A tool's answer beyond this is cut (and says so): one result must not flood the window.
+TOOL_RESULT_MAX_CHARS = env_int("TOOL_RESULT_MAX_CHARS", 20_000)
+READ_MESSAGES_PAGE_CHARS = env_int("READ_MESSAGES_PAGE_CHARS", 8_000)
+READ_MESSAGES_PAGE_MESSAGES = env_int("READ_MESSAGES_PAGE_MESSAGES", 20)
 # Liveness: a process touches the heartbeat of every reply and compaction it runs this often;
 # one whose heartbeat is older than TURN_STALE_SECONDS was cut off by a dying process and any
 # process closes it (reply interrupted with its text, compaction failed).

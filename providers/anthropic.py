@@ -108,7 +108,9 @@ class AnthropicClient:
             (size for prefix, size in CONTEXT_WINDOWS.items() if model.startswith(prefix)),
             DEFAULT_CONTEXT_WINDOW,
         )
-        return Capabilities(context_window=window, can_summarise=True, supports_caching=True)
+        return Capabilities(
+            context_window=window, can_summarise=True, supports_caching=True, supports_tools=True
+        )
 
     async def stream(self, request: Request) -> AsyncIterator[Event]:
         if self._config is None:

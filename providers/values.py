@@ -99,6 +99,7 @@ class Capabilities:
     context_window: int
     can_summarise: bool = True
     supports_caching: bool = False
+    supports_tools: bool = False  # takes tool definitions and answers with tool_use blocks
     offline: bool = False  # an offline stand-in, not a real model (the page says so)
 
 

@@ -40,7 +40,7 @@ class _Script:
     error_type: str = ""
     message: str = ""
     report_usage: bool = True  # False: like servers that send no usage at all
-    tool: dict | None = None  # {"id", "name", "input_parts"}: a tool_use block after the text
+    tools: list[dict] = field(default_factory=list)  # {"id", "name", "input_parts"} after the text
 
 
 def _usage(usage: dict[str, int] | None, chunks: list[str]) -> dict[str, int]:
@@ -75,6 +75,12 @@ class _Handler(BaseHTTPRequestHandler):
         fake = self.server.fake
         if self.path.split("?")[0].rstrip("/") != "/v1/messages":
             self._send_json(404, _error_body("not_found_error", f"no route for {self.path}"))
+            return
+        problem = invalid_request(body)
+        if problem:
+            # As the real API does: a request breaking the rules is refused, never answered.
+            fake.invalid.append(problem)
+            self._send_json(400, _error_body("invalid_request_error", problem))
             return
         script = fake._take(body, dict(self.headers.items()))
         try:
@@ -157,8 +163,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._end_chunks()
             return
         self._event("content_block_stop", {"type": "content_block_stop", "index": 0})
-        if script.tool:
-            self._tool_block(script.tool)
+        for index, tool in enumerate(script.tools, start=1):
+            self._tool_block(index, tool)
         delta = {
             "type": "message_delta",
             "delta": {"stop_reason": script.stop_reason, "stop_sequence": None},
@@ -169,22 +175,22 @@ class _Handler(BaseHTTPRequestHandler):
         self._event("message_stop", {"type": "message_stop"})
         self._end_chunks()
 
-    def _tool_block(self, tool: dict) -> None:
+    def _tool_block(self, index: int, tool: dict) -> None:
         start = {"type": "tool_use", "id": tool["id"], "name": tool["name"], "input": {}}
         self._event(
             "content_block_start",
-            {"type": "content_block_start", "index": 1, "content_block": start},
+            {"type": "content_block_start", "index": index, "content_block": start},
         )
         for part in tool["input_parts"]:
             self._event(
                 "content_block_delta",
                 {
                     "type": "content_block_delta",
-                    "index": 1,
+                    "index": index,
                     "delta": {"type": "input_json_delta", "partial_json": part},
                 },
             )
-        self._event("content_block_stop", {"type": "content_block_stop", "index": 1})
+        self._event("content_block_stop", {"type": "content_block_stop", "index": index})
 
     _batch: list[bytes] | None = None
 
@@ -219,6 +225,50 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
 
+def invalid_request(body: dict) -> str:
+    """What the real API would refuse in this request's messages, or "" (the rules the window
+    must keep: user first, roles alternating, no empty message, every tool_use answered by a
+    tool_result in the very next message, results first, no result without its call)."""
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return "messages: at least one message is required"
+    tool_names = {t.get("name") for t in body.get("tools") or []}
+    previous: dict | None = None
+    for i, message in enumerate(messages):
+        role, content = message.get("role"), message.get("content")
+        if isinstance(content, str):
+            content = [{"type": "text", "text": content}]
+        if not content:
+            return f"messages.{i}: content must not be empty"
+        if role == (previous or {}).get("role", "assistant"):
+            return f"messages.{i}: roles must alternate, starting with user"
+        for block in content:
+            if block.get("type") == "text" and not str(block.get("text", "")).strip():
+                return f"messages.{i}: text content blocks must be non-empty"
+        asked = {
+            b["id"] for b in (previous or {}).get("content", []) if b.get("type") == "tool_use"
+        }
+        results = [b for b in content if b.get("type") == "tool_result"]
+        if role == "user":
+            if {b.get("tool_use_id") for b in results} - asked:
+                return f"messages.{i}: tool_result without a tool_use in the message before"
+            if asked - {b.get("tool_use_id") for b in results}:
+                return f"messages.{i}: tool_use ids without a tool_result right after them"
+            if results and any(b.get("type") != "tool_result" for b in content[: len(results)]):
+                return f"messages.{i}: tool_result blocks must come first"
+        else:
+            for block in content:
+                if block.get("type") == "tool_use" and block.get("name") not in tool_names:
+                    return f"messages.{i}: tool_use of {block.get('name')!r}, not in tools"
+        previous = {"role": role, "content": content}
+    last = messages[-1]
+    if last.get("role") == "assistant" and any(
+        b.get("type") == "tool_use" for b in last.get("content") or []
+    ):
+        return "the last message holds tool_use blocks without results"
+    return ""
+
+
 def _error_body(error_type: str, message: str) -> dict:
     return {"type": "error", "error": {"type": error_type, "message": message}}
 
@@ -250,6 +300,7 @@ class FakeAnthropic:
         self._lock = threading.Lock()
         self.requests: list[dict] = []  # JSON bodies of POST /v1/messages, in arrival order
         self.headers: list[dict[str, str]] = []  # their headers, same order
+        self.invalid: list[str] = []  # requests refused with 400, and why
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -304,8 +355,22 @@ class FakeAnthropic:
         self, chunks: list[str], *, tool_id: str, name: str, input_parts: list[str]
     ) -> None:
         """Text, then a tool_use block whose input streams as `input_json_delta` parts."""
-        tool = {"id": tool_id, "name": name, "input_parts": list(input_parts)}
-        self._push(_Script("reply", list(chunks), _usage(None, chunks), "tool_use", tool=tool))
+        self.enqueue_tool_calls(chunks, [(tool_id, name, input_parts)])
+
+    def enqueue_tool_calls(self, chunks: list[str], calls: list[tuple]) -> None:
+        """Text, then one tool_use block per (id, name, input) (parallel calls); the input is a
+        dict, or a list of `input_json_delta` parts as it should stream."""
+        tools = [
+            {
+                "id": tool_id,
+                "name": name,
+                "input_parts": list(arguments)
+                if isinstance(arguments, list)
+                else [json.dumps(arguments)],
+            }
+            for tool_id, name, arguments in calls
+        ]
+        self._push(_Script("reply", list(chunks), _usage(None, chunks), "tool_use", tools=tools))
 
     def enqueue_status(self, status: int, error_type: str, message: str) -> None:
         """An HTTP error with the API's JSON error body, e.g. 529 overloaded_error."""

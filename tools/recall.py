@@ -1,0 +1,141 @@
+"""The built-in recall tools: the model searches and reads its conversation's whole transcript,
+the compacted part included, so nothing folded into a summary is out of its reach.
+
+Plain synchronous functions over the database (the engine runs them on a database thread); bad
+input raises `ToolError` with a sentence the model can act on.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+
+from chat.models import Message
+from compaction.summarise import render_block
+from search.messages import search
+from search.text import marked
+
+from .values import Context, ToolError
+
+SEARCH_HISTORY = {
+    "name": "search_history",
+    "description": (
+        "Search this conversation's whole history, including the earlier part that is now only "
+        "summarised, for messages about something. Use it when the user refers to something you "
+        "cannot see in full (an exact error, a number, a decision, a file). Write the query as "
+        "words or a question; quote an exact phrase. Returns the best matches with their message "
+        "number (#seq), role, date and a snippet; read a whole message with read_messages."
+    ),
+    "input_schema": {
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "description": "What to look for."},
+            "limit": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 20,
+                "description": "How many matches to return (default 5).",
+            },
+        },
+        "required": ["query"],
+    },
+}
+
+READ_MESSAGES = {
+    "name": "read_messages",
+    "description": (
+        "Read messages of this conversation verbatim, by message number (#seq), from from_seq to "
+        "to_seq inclusive. Long ranges come in pages: the answer says how to ask for the rest."
+    ),
+    "input_schema": {
+        "type": "object",
+        "properties": {
+            "from_seq": {"type": "integer", "minimum": 1},
+            "to_seq": {"type": "integer", "minimum": 1},
+            "offset": {
+                "type": "integer",
+                "minimum": 0,
+                "description": "Characters to skip in the first message (to page through it).",
+            },
+        },
+        "required": ["from_seq", "to_seq"],
+    },
+}
+
+DEFINITIONS = (SEARCH_HISTORY, READ_MESSAGES)
+_UNSENT = (Message.Status.QUEUED, Message.Status.CANCELLED)
+
+
+def search_history(context: Context, arguments: dict) -> str:
+    query = arguments.get("query")
+    if not isinstance(query, str) or not query.strip():
+        raise ToolError("Give a query: the words or question to search this conversation for.")
+    limit = _integer(arguments, "limit", 5, 1, 20)
+    hits = search(context.owner, query, conversation_id=context.conversation_id, limit=limit)
+    if not hits:
+        return f"No message of this conversation matches {query!r}."
+    lines = [f"{len(hits)} best matches for {query!r}, best first:"]
+    for hit in hits:
+        when = hit.created_at.strftime("%Y-%m-%d %H:%M")
+        snippet = " ".join(marked(hit.snippet, "**", "**").split())
+        lines.append(f"#{hit.seq} · {hit.role} · {when} · score {hit.score:g}\n  {snippet}")
+    lines.append("Read a message whole with read_messages(from_seq, to_seq).")
+    return "\n".join(lines)
+
+
+def read_messages(context: Context, arguments: dict) -> str:
+    first = _integer(arguments, "from_seq", None, 1, None)
+    last = _integer(arguments, "to_seq", None, 1, None)
+    offset = _integer(arguments, "offset", 0, 0, None)
+    if last < first:
+        raise ToolError(f"to_seq ({last}) is before from_seq ({first}).")
+    page = settings.READ_MESSAGES_PAGE_CHARS
+    rows = (
+        Message.objects.filter(
+            conversation_id=context.conversation_id, seq__gte=first, seq__lte=last
+        )
+        .exclude(status__in=_UNSENT)
+        .order_by("seq")[: settings.READ_MESSAGES_PAGE_MESSAGES + 1]
+    )
+    parts, used, following = [], 0, None
+    for i, row in enumerate(rows):
+        if i == settings.READ_MESSAGES_PAGE_MESSAGES:
+            following = (row.seq, 0)
+            break
+        text = "\n".join(render_block(b) for b in row.content) or "(no content)"
+        skip = offset if i == 0 else 0
+        body = text[skip:]
+        if used + len(body) > page and parts:
+            following = (row.seq, 0)  # a page holds whole messages, but for the first
+            break
+        if len(body) > page - used:
+            cut = page - used
+            parts.append(_header(row) + body[:cut])
+            following = (row.seq, skip + cut)
+            break
+        parts.append(_header(row) + body)
+        used += len(body)
+    if not parts:
+        return f"No messages between #{first} and #{last} in this conversation."
+    if following is not None:
+        seq, at = following
+        more = f"from_seq={seq}, to_seq={last}" + (f", offset={at}" if at else "")
+        parts.append(f"(More follows: call read_messages({more}).)")
+    return "\n\n".join(parts)
+
+
+def _header(row: Message) -> str:
+    when = row.created_at.strftime("%Y-%m-%d %H:%M")
+    return f"#{row.seq} · {row.role} · {when}\n"
+
+
+def _integer(arguments: dict, key: str, default, low: int, high: int | None) -> int:
+    value = arguments.get(key, default)
+    if value is None:
+        raise ToolError(f"Give {key}, a whole number.")
+    if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value:
+        raise ToolError(f"{key} must be a whole number, not {value!r}.")
+    value = int(value)
+    if value < low or (high is not None and value > high):
+        bound = f"from {low} to {high}" if high is not None else f"at least {low}"
+        raise ToolError(f"{key} must be {bound}, not {value}.")
+    return value
