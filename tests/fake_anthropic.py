@@ -232,7 +232,7 @@ def invalid_request(body: dict) -> str:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         return "messages: at least one message is required"
-    tool_names = {t.get("name") for t in body.get("tools") or []}
+    has_tools = bool(body.get("tools"))
     previous: dict | None = None
     for i, message in enumerate(messages):
         role, content = message.get("role"), message.get("content")
@@ -256,10 +256,8 @@ def invalid_request(body: dict) -> str:
                 return f"messages.{i}: tool_use ids without a tool_result right after them"
             if results and any(b.get("type") != "tool_result" for b in content[: len(results)]):
                 return f"messages.{i}: tool_result blocks must come first"
-        else:
-            for block in content:
-                if block.get("type") == "tool_use" and block.get("name") not in tool_names:
-                    return f"messages.{i}: tool_use of {block.get('name')!r}, not in tools"
+        elif not has_tools and any(b.get("type") == "tool_use" for b in content):
+            return f"messages.{i}: tool_use blocks need the tools parameter"
         previous = {"role": role, "content": content}
     last = messages[-1]
     if last.get("role") == "assistant" and any(

@@ -1,0 +1,211 @@
+"""Tool use through the real SDK against the local SSE server: the turn loops over model calls,
+runs the tools, answers every call (errors included) and stores each step as the API's blocks.
+The fake server refuses any request the real API would (tool pairing, roles, empty blocks)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from chat.models import Message
+from tests.conftest import receive_until, shows, socket_for
+from tests.waiting import settle
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("channel_layer")]
+
+
+def send(text: str) -> str:
+    return json.dumps({"action": "send", "message": text})
+
+
+async def turn(user, conversation, text: str, reply_seq: int) -> list[str]:
+    ws = socket_for(user, conversation.pk)
+    await ws.connect()
+    await ws.send_to(text_data=send(text))
+    frames = await receive_until(ws, shows(reply_seq, "complete"), timeout=15)
+    await settle(conversation.pk)
+    await ws.disconnect()
+    return frames
+
+
+async def reply(conversation, seq: int) -> Message:
+    return await Message.objects.aget(conversation=conversation, seq=seq)
+
+
+async def plant(conversation, *texts):
+    for seq, text in enumerate(texts, start=1):
+        await Message.objects.acreate(
+            conversation=conversation,
+            seq=seq,
+            role="user" if seq % 2 else "assistant",
+            content=[{"type": "text", "text": text}],
+        )
+
+
+def tool_names(request: dict) -> list[str]:
+    return [t["name"] for t in request.get("tools", [])]
+
+
+async def test_the_model_searches_its_history_and_answers_with_what_it_found(
+    alice, conversation, fake_anthropic
+):
+    await plant(conversation, "The staging password rotates on Fridays.", "Noted.")
+    fake_anthropic.enqueue_tool_calls(
+        ["Let me look that up."],
+        [("toolu_1", "search_history", ['{"query": "when does the ', 'password rotate"}'])],
+    )
+    fake_anthropic.enqueue_reply(["It rotates on Fridays (#1)."])
+    frames = await turn(alice, conversation, "When does the staging password rotate?", 4)
+
+    first, second = fake_anthropic.requests
+    assert tool_names(first) == ["search_history", "read_messages"]
+    assert first["tools"] == second["tools"]  # the same bytes every step
+    # The second step carries the first one's blocks and the result, paired by id.
+    assistant, result = second["messages"][-2:]
+    assert assistant["role"] == "assistant"
+    assert [b["type"] for b in assistant["content"]] == ["text", "tool_use"]
+    assert assistant["content"][1]["input"] == {"query": "when does the password rotate"}
+    assert result["role"] == "user"
+    (block,) = result["content"]
+    assert block["type"] == "tool_result" and block["tool_use_id"] == "toolu_1"
+    assert "is_error" not in block
+    assert "#1 · user" in block["content"] and "**password**" in block["content"].lower()
+    assert fake_anthropic.invalid == []
+
+    saved = await reply(conversation, 4)
+    assert saved.status == "complete"
+    assert [b["type"] for b in saved.content] == ["text", "tool_use", "tool_result", "text"]
+    assert saved.content[-1]["text"] == "It rotates on Fridays (#1)."
+    assert set(saved.tool_runs) == {"toolu_1"} and saved.tool_runs["toolu_1"]["ms"] >= 0
+    # The page showed the call running, then answered, then the final reply with the call.
+    page = "".join(frames)
+    assert 'class="tool-call running" data-tool="search_history"' in page
+    assert 'class="tool-call done" data-tool="search_history"' in frames[-1]
+
+
+async def test_parallel_calls_are_answered_in_one_message_and_errors_are_marked(
+    alice, conversation, fake_anthropic
+):
+    await plant(conversation, "alpha", "beta")
+    fake_anthropic.enqueue_tool_calls(
+        [],
+        [
+            ("toolu_a", "read_messages", {"from_seq": 1, "to_seq": 2}),
+            ("toolu_b", "read_messages", {"from_seq": 5, "to_seq": 2}),
+            ("toolu_c", "rm_rf", {"path": "/"}),
+        ],
+    )
+    fake_anthropic.enqueue_reply(["Done."])
+    await turn(alice, conversation, "read back", 4)
+
+    assert len(fake_anthropic.requests) == 2 and fake_anthropic.invalid == []
+    results = fake_anthropic.requests[1]["messages"][-1]["content"]
+    assert [b["tool_use_id"] for b in results] == ["toolu_a", "toolu_b", "toolu_c"]
+    ok, backwards, unknown = results
+    assert "is_error" not in ok and "#1 · user" in ok["content"] and "beta" in ok["content"]
+    assert backwards["is_error"] is True and "before from_seq" in backwards["content"]
+    assert unknown["is_error"] is True and "no tool named 'rm_rf'" in unknown["content"]
+    saved = await reply(conversation, 4)
+    assert [b["type"] for b in saved.content] == [
+        "tool_use", "tool_use", "tool_use", "tool_result", "tool_result", "tool_result", "text"
+    ]  # fmt: skip
+
+
+async def test_the_step_limit_ends_the_turn_with_every_call_answered(
+    alice, conversation, fake_anthropic, settings
+):
+    settings.TOOL_STEP_LIMIT = 2
+    for i in range(2):
+        fake_anthropic.enqueue_tool_calls(
+            [f"step {i}"], [(f"toolu_{i}", "search_history", {"query": "anything"})]
+        )
+    await turn(alice, conversation, "loop forever", 2)
+
+    assert len(fake_anthropic.requests) == 2  # the limit is on model calls
+    saved = await reply(conversation, 2)
+    assert saved.status == "complete"
+    assert "TOOL_STEP_LIMIT" in saved.error
+    last = saved.content[-1]
+    assert last["type"] == "tool_result" and last["tool_use_id"] == "toolu_1"
+    assert last["is_error"] is True and "limit" in last["content"]
+
+    # The next turn's window is valid: the stored turn expands into paired messages.
+    fake_anthropic.enqueue_reply(["ok"])
+    await turn(alice, conversation, "thanks", 4)
+    assert fake_anthropic.invalid == []
+    messages = fake_anthropic.requests[-1]["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant", "user", "assistant", "user"]
+    # The unanswered-by-the-model last result and the new message share one user message.
+    assert [b["type"] for b in messages[-1]["content"]] == ["tool_result", "text"]
+
+
+async def test_stop_during_a_later_step_keeps_every_step_and_the_text_so_far(
+    alice, conversation, fake_anthropic
+):
+    fake_anthropic.enqueue_tool_calls(
+        ["Searching."], [("toolu_1", "search_history", {"query": "x"})]
+    )
+    fake_anthropic.enqueue_hang(5, chunks=50)
+    ws = socket_for(alice, conversation.pk)
+    await ws.connect()
+    await ws.send_to(text_data=send("look it up"))
+    await receive_until(ws, lambda f: "beforeend:#msg-2-text" in f and "word" in f, timeout=10)
+    await ws.send_to(text_data=json.dumps({"action": "stop"}))
+    await receive_until(ws, shows(2, "interrupted"), timeout=10)
+    await settle(conversation.pk)
+    await ws.disconnect()
+
+    saved = await reply(conversation, 2)
+    assert saved.status == "interrupted"
+    kinds = [b["type"] for b in saved.content]
+    assert kinds[:3] == ["text", "tool_use", "tool_result"] and kinds[-1] == "text"
+    assert saved.content[-1]["text"].startswith("word0")
+
+
+async def test_stop_while_a_tool_runs_answers_the_call_not_run(
+    alice, conversation, fake_anthropic, monkeypatch
+):
+    from tools import registry
+
+    started = asyncio.Event()
+
+    async def slow(context, arguments):
+        started.set()
+        await asyncio.sleep(30)
+
+    real_run = registry.run
+
+    async def run(call, context):
+        if call["name"] == "search_history":
+            await slow(context, call["input"])
+        return await real_run(call, context)
+
+    monkeypatch.setattr(registry, "run", run)
+    fake_anthropic.enqueue_tool_calls([], [("toolu_1", "search_history", {"query": "x"})])
+    ws = socket_for(alice, conversation.pk)
+    await ws.connect()
+    await ws.send_to(text_data=send("slow tool"))
+    await asyncio.wait_for(started.wait(), 10)
+    await ws.send_to(text_data=json.dumps({"action": "stop"}))
+    await receive_until(ws, shows(2, "interrupted"), timeout=10)
+    await settle(conversation.pk)
+    await ws.disconnect()
+
+    saved = await reply(conversation, 2)
+    assert saved.status == "interrupted"
+    assert [b["type"] for b in saved.content] == ["tool_use", "tool_result"]
+    assert saved.content[1]["is_error"] is True and "stopped" in saved.content[1]["content"]
+    assert len(fake_anthropic.requests) == 1
+
+
+async def test_tool_output_is_escaped_in_the_page(alice, conversation, fake_anthropic):
+    await plant(conversation, "<img src=x onerror=alert(1)> payload", "ok")
+    fake_anthropic.enqueue_tool_calls(
+        [], [("toolu_1", "read_messages", {"from_seq": 1, "to_seq": 1})]
+    )
+    fake_anthropic.enqueue_reply(["fine"])
+    frames = await turn(alice, conversation, "read it", 4)
+    assert "<img src=x" not in frames[-1]
+    assert "&lt;img src=x onerror=alert(1)&gt;" in frames[-1]
