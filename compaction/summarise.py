@@ -115,6 +115,9 @@ commands, errors met and how they were fixed, and what the user said about it.
 Under "All user messages", list every user message in the conversation (from the previous brief \
 and the transcript), quoted verbatim, oldest first, omitting only tool results. Under "Next step", \
 give the single next action, tied directly to the most recent user request; quote that request.
+Each message in the transcript is labelled with its number (#12): cite the numbers of the \
+messages that state each fact, decision, error and request you keep, as (#12), so its exact \
+words can be looked up later.
 Write nothing after </summary>."""
 
 

@@ -296,3 +296,16 @@ def test_the_rule_based_summary_keeps_the_users_focus_even_when_tight():
     summary = rule_based_summary(entries, None, "focus on the deadline", max_chars=1200)
     assert "focus on the deadline" in summary
     assert "first request" in summary and "second request" in summary
+
+
+def test_the_summary_cites_message_numbers_and_the_window_says_they_can_be_recalled():
+    from compaction.entries import Entry
+    from compaction.summarise import build_summary_request
+    from compaction.window import RECALL_NOTE, assemble
+
+    entries = [Entry(12, "user", [{"type": "text", "text": "The port is 8443."}])]
+    _, messages = build_summary_request(entries, None)
+    request = messages[0]["content"][0]["text"]
+    assert "User (#12):" in request and "cite the numbers" in request
+    head = assemble("sys", "- Port 8443 (#12)", entries).messages[0]["content"][0]["text"]
+    assert head.endswith(RECALL_NOTE) and "search_history" in RECALL_NOTE

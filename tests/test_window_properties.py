@@ -21,6 +21,7 @@ from compaction.window import (
     SUMMARY_INTRO,
     Window,
     assemble,
+    entry_messages,
     normalise,
     repair,
     summary_pair,
@@ -77,7 +78,7 @@ def turns(draw, count: Counter, interrupted: bool) -> list[Entry]:
         # The reply stopped after asking for a tool: its result never arrived.
         dangling = {"type": "tool_use", "id": count.next_tool(), "name": "grep", "input": {}}
         out.append(entry("assistant", [text("Checking."), dangling]))
-        return out
+        return _one_row(draw, out)
     ending = draw(st.sampled_from(["text", "empty", "blank", "missing"]))
     if ending == "text":
         out.append(entry("assistant", [text(f"a{count.seq + 1} done")]))
@@ -85,7 +86,18 @@ def turns(draw, count: Counter, interrupted: bool) -> list[Entry]:
         out.append(entry("assistant", []))  # failed before any text
     elif ending == "blank":
         out.append(entry("assistant", [text("")]))
-    return out
+    return _one_row(draw, out)
+
+
+def _one_row(draw, out: list[Entry]) -> list[Entry]:
+    """Sometimes the turn as the engine stores it: the whole reply, its steps and their tool
+    results, in one assistant row holding the API's blocks in order."""
+    if len(out) < 3 or not draw(st.booleans()):
+        return out
+    reply = out[1:]
+    blocks = [b for e in reply for b in e.content]
+    tokens = sum(e.tokens for e in reply)
+    return [out[0], Entry(reply[0].seq, "assistant", blocks, tokens, reply[0].pinned)]
 
 
 @st.composite
@@ -132,10 +144,12 @@ def assert_valid_request(window: Window) -> None:
 
 
 def answered(entries: list[Entry]) -> set[str]:
-    """Tool ids whose result sits in the entry right after the call: well-formed pairs."""
+    """Tool ids whose result sits in the message right after the call: well-formed pairs. A
+    reply stored whole holds its results between its steps: those are its next messages."""
+    messages = [Entry(0, m["role"], m["content"]) for e in entries for m in entry_messages(e)]
     return {
         i
-        for a, b in zip(entries, entries[1:], strict=False)
+        for a, b in zip(messages, messages[1:], strict=False)
         for i in tool_use_ids(a) & tool_result_ids(b)
     }
 
