@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.conf import settings
+
 from compaction.models import Compaction
 
 from .models import Conversation, Message, Pin
@@ -39,9 +41,16 @@ def first_kept_seq(conversation: Conversation) -> int:
     return boundary.first_kept_seq if boundary else 1
 
 
-def page(conversation: Conversation, *, before: int | None, limit: int) -> Page:
-    """The newest `limit` messages before `before` (or the newest overall). Fixed query count."""
+def page(
+    conversation: Conversation, *, before: int | None, limit: int, reaching: int | None = None
+) -> Page:
+    """The newest `limit` messages before `before` (or the newest overall). Fixed query count.
+    `reaching`: enough newer messages to include that seq too (a search hit to jump to), up to
+    SEARCH_JUMP_MESSAGES."""
     rows = conversation.messages.all()
+    if reaching is not None and before is None:
+        newest = rows.order_by("-seq").values_list("seq", flat=True).first() or 0
+        limit = max(limit, min(newest - reaching + 3, settings.SEARCH_JUMP_MESSAGES))
     if before is not None:
         rows = rows.filter(seq__lt=before)
     messages = list(reversed(rows.order_by("-seq")[: limit + 1]))

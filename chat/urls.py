@@ -47,5 +47,11 @@ urlpatterns = [
         views.conversation_search,
         name="conversation-search",
     ),
+    path(
+        "conversations/<int:conversation_id>/search/",
+        views.search_page,
+        name="conversation-search-page",
+    ),
+    path("search/", views.search_page, name="search"),
     path("messages/<int:message_id>/pin/", views.message_pin, name="message-pin"),
 ]

@@ -69,7 +69,12 @@ def conversation_detail(request: HttpRequest, conversation_id: int) -> HttpRespo
     conversation = _owned(request, conversation_id)
     panel = load_panel(conversation, load_window(conversation))
     context = _sidebar(request, conversation) | {
-        "page": transcript.page(conversation, before=None, limit=settings.PAGE_MESSAGES),
+        "page": transcript.page(
+            conversation,
+            before=None,
+            limit=settings.PAGE_MESSAGES,
+            reaching=_number(request.GET.get("at")),  # a search hit to jump to
+        ),
         "ctx": panel,
         "draft": panel.draft,  # a summary waiting for review shows on load, not only when drafted
         "conversation": conversation,
@@ -241,6 +246,29 @@ def conversation_search(request: HttpRequest, conversation_id: int) -> JsonRespo
             ],
         }
     )
+
+
+@login_required
+@require_GET
+def search_page(request: HttpRequest, conversation_id: int | None = None) -> HttpResponse:
+    """Search for people: all their conversations (the sidebar's box), or one (the header's).
+    Each hit links to its message in the conversation, which the page scrolls to and marks."""
+    conversation = _owned(request, conversation_id) if conversation_id is not None else None
+    query = request.GET.get("q", "")[:500]
+    hits = search(
+        request.user, query, conversation_id=conversation_id, limit=settings.SEARCH_PAGE_HITS
+    )
+    context = {"query": query, "hits": hits, "scope": conversation}
+    if request.htmx:
+        return render(request, "chat/search.html#results", context)
+    return render(request, "chat/search.html", _sidebar(request, conversation) | context)
+
+
+def _number(value: str | None) -> int | None:
+    try:
+        return int(value) if value else None
+    except ValueError:
+        return None
 
 
 def _limit(value: str | None) -> int | None:

@@ -240,6 +240,9 @@ RECALL_TOOLS = env_bool("RECALL_TOOLS", True)
 TOOL_RESULT_MAX_CHARS = env_int("TOOL_RESULT_MAX_CHARS", 20_000)
 READ_MESSAGES_PAGE_CHARS = env_int("READ_MESSAGES_PAGE_CHARS", 8_000)
 READ_MESSAGES_PAGE_MESSAGES = env_int("READ_MESSAGES_PAGE_MESSAGES", 20)
+# Search for people: hits per search, and how far back a jump to a hit loads the transcript.
+SEARCH_PAGE_HITS = env_int("SEARCH_PAGE_HITS", 20)
+SEARCH_JUMP_MESSAGES = env_int("SEARCH_JUMP_MESSAGES", 2000)
 # Liveness: a process touches the heartbeat of every reply and compaction it runs this often;
 # one whose heartbeat is older than TURN_STALE_SECONDS was cut off by a dying process and any
 # process closes it (reply interrupted with its text, compaction failed).

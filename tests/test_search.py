@@ -182,3 +182,39 @@ def test_the_index_is_put_back_after_a_migration_dropped_its_triggers(alice, con
     assert seqs(search(alice, "aardvark")) == [1]
     add(conversation, "and after: aardvark again")
     assert sorted(seqs(search(alice, "aardvark"))) == [1, 2]
+
+
+# --- search for people ---------------------------------------------------------------------------
+
+
+def test_people_search_their_conversations_and_hits_link_to_the_message(
+    client, alice, bob, conversation
+):
+    other = Conversation.objects.create(owner=alice, model="fake-model", title="Trip plans")
+    add(conversation, "the <b>wombat</b> question")
+    add(other, "wombat sightings near the coast")
+    add(Conversation.objects.create(owner=bob, model="fake-model"), "bob's wombat")
+    client.force_login(alice)
+    page = client.get("/search/", {"q": "wombat"}).content.decode()
+    assert page.count('class="search-hit"') == 2
+    assert "Trip plans" in page and "bob" not in page
+    assert f'href="/conversations/{other.pk}/?at=1#msg-1"' in page
+    assert "&lt;b&gt;<mark>wombat</mark>&lt;/b&gt;" in page  # escaped, then marked
+    fragment = client.get(
+        f"/conversations/{conversation.pk}/search/", {"q": "wombat"}, HTTP_HX_REQUEST="true"
+    ).content.decode()
+    assert fragment.count('class="search-hit"') == 1 and "<html" not in fragment
+    client.force_login(bob)
+    assert client.get(f"/conversations/{conversation.pk}/search/", {"q": "x"}).status_code == 404
+
+
+def test_a_jump_to_an_old_hit_loads_the_transcript_back_to_it(
+    client, alice, conversation, settings
+):
+    settings.PAGE_MESSAGES = 5
+    add(conversation, "needle in the haystack", *[f"filler {i}" for i in range(30)])
+    client.force_login(alice)
+    assert 'id="msg-1"' not in client.get(f"/conversations/{conversation.pk}/").content.decode()
+    page = client.get(f"/conversations/{conversation.pk}/", {"at": "1"}).content.decode()
+    assert 'id="msg-1"' in page and 'id="msg-31"' in page
+    assert client.get(f"/conversations/{conversation.pk}/", {"at": "x"}).status_code == 200

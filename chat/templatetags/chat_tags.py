@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 
 from django import template
-from django.utils.html import format_html, linebreaks
+from django.utils.html import escape, format_html, linebreaks
 from django.utils.safestring import SafeString, mark_safe
 
 from chat.markdown import render_markdown
 from compaction.tokens import block_text
+from search.text import marked
 
 register = template.Library()
 
@@ -92,3 +93,9 @@ def _duration(ms) -> str:
     except (TypeError, ValueError):
         return ""
     return f"{ms} ms" if ms < 1000 else f"{ms / 1000:.1f} s"
+
+
+@register.filter
+def search_marks(snippet: str) -> SafeString:
+    """A search snippet with its matched words in <mark>: escaped first, then marked."""
+    return mark_safe(marked(escape(snippet), "<mark>", "</mark>"))  # noqa: S308 - escaped

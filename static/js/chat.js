@@ -117,7 +117,10 @@
   document.addEventListener("DOMContentLoaded", function () {
     addCopyButtons(document);
     markWindow();
-    window.scrollTo(0, document.body.scrollHeight);
+    // A search hit links here as #msg-<seq>: show that message (marked by :target), not the end.
+    var hit = location.hash && document.getElementById(location.hash.slice(1));
+    if (hit) { stickToBottom = false; hit.scrollIntoView({ block: "center" }); }
+    else window.scrollTo(0, document.body.scrollHeight);
   });
 
   // "Everything" / "What the model sees".

@@ -1,0 +1,43 @@
+"""Search in a real browser: the header's box searches this conversation, the sidebar's all of
+them; a hit opens its message, scrolled into view and marked."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import expect
+
+from .conftest import conversation_id, new_conversation, turn
+
+pytestmark = pytest.mark.browser
+
+
+def test_search_a_conversation_and_all_of_them_then_jump_to_the_hit(chat, server):
+    turn(chat, "Remember the harbour code is PELICAN-42 for the night shift.")
+    turn(chat, "Also the ferry leaves at noon.")
+    first = conversation_id(chat)
+    new_conversation(chat)
+    turn(chat, "Unrelated: the pelican exhibit opens in June.")
+
+    # This conversation only (the demo model's reply may quote the word too), matches marked.
+    second = conversation_id(chat)
+    chat.fill("#search-conversation", "pelican")
+    chat.press("#search-conversation", "Enter")
+    hits = chat.locator("#conversation-results .search-hit")
+    expect(hits.first).to_be_visible()
+    hrefs = [a.get_attribute("href") for a in hits.locator("a").all()]
+    assert hrefs and all(h.startswith(f"/conversations/{second}/?at=") for h in hrefs), hrefs
+    expect(hits.first.locator("mark").first).to_have_text("pelican", ignore_case=True)
+
+    # Everywhere, from the sidebar: both conversations, titles shown.
+    chat.fill("#search-all", "harbour pelican code")
+    chat.press("#search-all", "Enter")
+    hits = chat.locator("#sidebar-results .search-hit")
+    expect(hits.first).to_contain_text("PELICAN-42")  # more words match: ranked first
+    assert hits.count() >= 2
+
+    # Jump: the hit's conversation opens on that message, in view and marked.
+    hits.first.locator("a").click()
+    chat.wait_for_url(f"**/conversations/{first}/?at=1#msg-1")
+    target = chat.locator("#msg-1")
+    expect(target).to_be_in_viewport()
+    assert chat.evaluate("() => document.querySelector(':target').id") == "msg-1"
