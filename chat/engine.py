@@ -225,7 +225,7 @@ async def _stream(turn: queue.Turn, received: _Received, relay: DeltaRelay) -> N
     model = turn.conversation.model
     client = providers.client_for(model)
     tools = registry.definitions() if client.capabilities(model).supports_tools else ()
-    context = Context(turn.conversation.owner_id, turn.conversation.pk)
+    context = Context(turn.conversation.owner_id, turn.conversation.pk, turn.reply.seq - 1)
     head = turn.state.window().messages
     budget = turn.state.budget
     for step in range(1, settings.TOOL_STEP_LIMIT + 1):

@@ -3,7 +3,9 @@
 With no API key a newcomer still sees the whole app work: the demo streams word by word, says how
 many messages and tokens its window holds and whether a summary heads it, and, asked a question,
 quotes the line of its window that best matches, so what the model still "remembers" after a
-compaction is visible.
+compaction is visible. Asked something nothing in its window matches, it calls the recall tool
+`search_history` (when the request offers it) and quotes the best hit with its message number,
+so recall after a compaction can be seen without an API key.
 """
 
 from __future__ import annotations
@@ -15,7 +17,16 @@ from collections.abc import AsyncIterator
 from compaction.tokens import block_text, estimate_request, estimate_text
 from compaction.window import SUMMARY_ACK, SUMMARY_INTRO
 
-from .values import Capabilities, Event, Final, Request, TextDelta, Usage
+from .values import (
+    Capabilities,
+    Event,
+    Final,
+    Request,
+    TextDelta,
+    ToolUseStart,
+    ToolUseStop,
+    Usage,
+)
 
 MODEL = "demo"
 # Small on purpose: a newcomer sees compaction after a handful of turns.
@@ -43,15 +54,29 @@ class DemoClient:
 
     def capabilities(self, model: str) -> Capabilities:
         # It cannot write a summary: compaction uses the rule-based brief, honestly labelled.
-        return Capabilities(context_window=CONTEXT_WINDOW, can_summarise=False, offline=True)
+        return Capabilities(
+            context_window=CONTEXT_WINDOW, can_summarise=False, offline=True, supports_tools=True
+        )
 
     async def stream(self, request: Request) -> AsyncIterator[Event]:
-        text = compose(request.system, request.messages)
+        offers_search = any(t.get("name") == SEARCH_TOOL for t in request.tools)
+        text, query = compose(request.system, request.messages, can_search=offers_search)
         for i, chunk in enumerate(re.findall(r"\S+\s*", text)):
             if i:
                 # Zero still yields to the loop, so a stop request can land between words.
                 await asyncio.sleep(self.word_delay)
             yield TextDelta(chunk)
+        content = [{"type": "text", "text": text}]
+        if query is not None:
+            call = {
+                "type": "tool_use",
+                "id": f"toolu_demo_{len(request.messages)}",
+                "name": SEARCH_TOOL,
+                "input": {"query": query, "limit": 3},
+            }
+            content.append(call)
+            yield ToolUseStart(1, call["id"], SEARCH_TOOL)
+            yield ToolUseStop(1, call["id"], SEARCH_TOOL, call["input"])
         usage = Usage(
             input_tokens=estimate_request(request.system, request.messages),
             output_tokens=estimate_text(text),
@@ -59,15 +84,24 @@ class DemoClient:
             cache_creation_input_tokens=0,
         )
         yield Final(
-            content=[{"type": "text", "text": text}],
-            stop_reason="end_turn",
+            content=content,
+            stop_reason="tool_use" if query is not None else "end_turn",
             usage=usage,
             model=MODEL,
         )
 
 
-def compose(system: str, messages: list[dict]) -> str:
-    """The whole reply, a pure function of the request."""
+SEARCH_TOOL = "search_history"
+# A search_history answer's hits: "#12 · user · 2026-11-30 18:04 · score 3.1" then the snippet.
+HIT_RE = re.compile(r"^#(\d+) · (\w+) · [^\n]*\n\s+(.+)$", re.MULTILINE)
+
+
+def compose(system: str, messages: list[dict], *, can_search: bool = False):
+    """The whole reply, a pure function of the request: its text, and the query to search the
+    history for when nothing in the window answers (None: the turn ends here)."""
+    results = _search_results(messages)
+    if results is not None:
+        return _quote_hit(results), None
     tokens = estimate_request(system, messages)
     summarised = bool(
         messages
@@ -90,19 +124,48 @@ def compose(system: str, messages: list[dict]) -> str:
         last -= 1
     if last < 0:
         parts.append("There is no user message in my window to answer.")
-        return "\n\n".join(parts)
+        return "\n\n".join(parts), None
 
     said = " ".join(_message_text(messages[last]).split())
     parts.append(f"You said: “{_short(said, 160)}”")
+    query = None
     if "?" in said:
         line = _best_line(said, messages[:last] + messages[last + 1 :])
         if line:
             parts.append(
                 "The line in my window that best matches your question:\n\n> " + _short(line)
             )
+        elif can_search:
+            parts.append("Nothing in my window matches your question; I'll search our history.")
+            query = _short(said, 200)
         else:
             parts.append("Nothing in my window matches your question.")
-    return "\n\n".join(parts)
+    return "\n\n".join(parts), query
+
+
+def _search_results(messages: list[dict]) -> str | None:
+    """The text of a search_history result, when the request ends with one (its next step)."""
+    if not messages or messages[-1].get("role") != "user":
+        return None
+    results = [b for b in messages[-1].get("content") or [] if isinstance(b, dict)]
+    if any(b.get("type") != "tool_result" for b in results):
+        return None  # a message the user typed (after an earlier turn's results): answer it
+    if not results:
+        return None
+    return "\n".join(block_text(b) for b in results)
+
+
+def _quote_hit(results: str) -> str:
+    hit = HIT_RE.search(results)
+    if hit is None:
+        return "I searched our earlier messages and found nothing about that."
+    seq, role, snippet = hit.groups()
+    who = "you" if role == "user" else "I"
+    snippet = _short(snippet.replace("**", ""), 300)
+    return (
+        f"I searched our earlier messages. The best match is message #{seq}, where {who} said:"
+        f"\n\n> {snippet}"
+    )
 
 
 def _best_line(question: str, window: list[dict]) -> str | None:

@@ -40,24 +40,35 @@ class Hit:
     score: float  # higher is better; comparable within one search only
 
 
-def search(user, text: str, *, conversation_id: int | None = None, limit: int = 10) -> list[Hit]:
-    """The best `limit` messages of `user`'s conversations (or one of them) for `text`."""
+def search(
+    user,
+    text: str,
+    *,
+    conversation_id: int | None = None,
+    before_seq: int | None = None,
+    limit: int = 10,
+) -> list[Hit]:
+    """The best `limit` messages of `user`'s conversations (or one of them, before `before_seq`)
+    for `text`."""
     query = parse(text)
     if query.empty or not user.is_authenticated:
         return []
     limit = max(1, min(int(limit), MAX_LIMIT))
-    scope, params = _scope(user, conversation_id)
+    scope, params = _scope(user, conversation_id, before_seq)
     if connection.vendor == "postgresql":
         return _postgres(query, scope, params, limit)
     return _sqlite(query, scope, params, limit)
 
 
-def _scope(user, conversation_id: int | None) -> tuple[str, list]:
+def _scope(user, conversation_id: int | None, before_seq: int | None) -> tuple[str, list]:
     where = "c.owner_id = %s AND c.deleted_at IS NULL AND m.status NOT IN (%s, %s)"
     params = [user.pk, *_HIDDEN]
     if conversation_id is not None:
         where += " AND m.conversation_id = %s"
         params.append(int(conversation_id))
+        if before_seq is not None:
+            where += " AND m.seq < %s"
+            params.append(int(before_seq))
     return where, params
 
 

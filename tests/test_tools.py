@@ -209,3 +209,54 @@ async def test_tool_output_is_escaped_in_the_page(alice, conversation, fake_anth
     frames = await turn(alice, conversation, "read it", 4)
     assert "<img src=x" not in frames[-1]
     assert "&lt;img src=x onerror=alert(1)&gt;" in frames[-1]
+
+
+async def test_the_offline_demo_recalls_a_compacted_fact_through_search_history(
+    alice, conversation, monkeypatch
+):
+    from compaction.models import Compaction
+    from providers.demo import DemoClient
+
+    demo = DemoClient()
+    monkeypatch.setattr("providers.client_for", lambda model: demo)
+    await plant(
+        conversation,
+        "The vault combination is 31-17-42.",
+        "Noted.",
+        "Let us talk about lunch.",
+        "Sure.",
+    )
+    # The first two messages are compacted away: only the summary (which lost it) remains.
+    await Compaction.objects.acreate(
+        conversation=conversation,
+        trigger="manual",
+        status="committed",
+        first_kept_seq=3,
+        summary="The user shared some numbers earlier.",
+        pre_tokens=100,
+        post_tokens=50,
+        summariser="rules",
+    )
+    frames = await turn(alice, conversation, "What is the vault combination?", 6)
+
+    saved = await reply(conversation, 6)
+    kinds = [b["type"] for b in saved.content]
+    assert kinds == ["text", "tool_use", "tool_result", "text"]
+    assert saved.content[1]["name"] == "search_history"
+    assert "#1 · user" in saved.content[2]["content"]
+    assert "message #1" in saved.content[-1]["text"] and "31-17-42" in saved.content[-1]["text"]
+    assert 'data-tool="search_history"' in frames[-1]
+
+
+def test_the_demo_does_not_search_when_its_window_answers_or_no_tool_is_offered():
+    from providers.demo import compose
+
+    window = [
+        {"role": "user", "content": "The boat is blue."},
+        {"role": "assistant", "content": "Ok."},
+    ]
+    asked = [*window, {"role": "user", "content": "What colour is the boat?"}]
+    assert compose("", asked, can_search=True)[1] is None  # its window answers
+    unknown = [*window, {"role": "user", "content": "Where is the lighthouse?"}]
+    assert compose("", unknown, can_search=True)[1] == "Where is the lighthouse?"
+    assert compose("", unknown, can_search=False)[1] is None

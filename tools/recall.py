@@ -70,7 +70,13 @@ def search_history(context: Context, arguments: dict) -> str:
     if not isinstance(query, str) or not query.strip():
         raise ToolError("Give a query: the words or question to search this conversation for.")
     limit = _integer(arguments, "limit", 5, 1, 20)
-    hits = search(context.owner, query, conversation_id=context.conversation_id, limit=limit)
+    hits = search(
+        context.owner,
+        query,
+        conversation_id=context.conversation_id,
+        before_seq=context.turn_seq,
+        limit=limit,
+    )
     if not hits:
         return f"No message of this conversation matches {query!r}."
     lines = [f"{len(hits)} best matches for {query!r}, best first:"]

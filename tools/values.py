@@ -13,6 +13,9 @@ class Context:
 
     owner_id: int
     conversation_id: int
+    # The turn's own message: what the model searches is the history before it (the turn
+    # itself is in its window, and would only echo the question back).
+    turn_seq: int | None = None
 
     @property
     def owner(self):
