@@ -22,9 +22,8 @@ PINNED_HEADING = "Pinned messages (kept verbatim at the user's request):"
 # The summarised messages are not gone: the recall tools reach them (tools/recall.py). Always the
 # same words, so the window's head stays byte-identical between compactions.
 RECALL_NOTE = (
-    "The summarised messages are kept in full: (#12) means message 12. When the search_history "
-    "and read_messages tools are available, use them to find and read any earlier message "
-    "verbatim before answering from memory."
+    "The summarised messages are kept: (#12) is message 12. If you have search_history and "
+    "read_messages, use them to read earlier messages verbatim."
 )
 
 
@@ -68,7 +67,7 @@ def _summary_text(summary: str, pinned: Sequence[Entry]) -> str:
     # Neutralised so a summary quoting "</summary>" (say, a verbatim user message) cannot end the
     # block early and leave the rest looking like a fresh instruction.
     body = neutralise_tags(summary.strip()) or "(no summary text)"
-    text = f"{SUMMARY_INTRO}\n\n<summary>\n{body}\n</summary>\n\n{RECALL_NOTE}"
+    text = f"{SUMMARY_INTRO}\n\n<summary>\n{body}\n</summary>\n{RECALL_NOTE}"
     if pinned:
         quoted = "\n\n".join(render_entry(e) for e in sorted(pinned, key=lambda e: e.seq))
         text += f"\n\n{PINNED_HEADING}\n\n{quoted}"

@@ -308,4 +308,4 @@ def test_the_summary_cites_message_numbers_and_the_window_says_they_can_be_recal
     request = messages[0]["content"][0]["text"]
     assert "User (#12):" in request and "cite the numbers" in request
     head = assemble("sys", "- Port 8443 (#12)", entries).messages[0]["content"][0]["text"]
-    assert head.endswith(RECALL_NOTE) and "search_history" in RECALL_NOTE
+    assert head.endswith(f"</summary>\n{RECALL_NOTE}") and "search_history" in RECALL_NOTE
