@@ -3,6 +3,8 @@ them; a hit opens its message, scrolled into view and marked."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from playwright.sync_api import expect
 
@@ -41,3 +43,18 @@ def test_search_a_conversation_and_all_of_them_then_jump_to_the_hit(chat, server
     target = chat.locator("#msg-1")
     expect(target).to_be_in_viewport()
     assert chat.evaluate("() => document.querySelector(':target').id") == "msg-1"
+
+
+def test_a_tool_call_shows_as_a_block_with_its_input_and_result(chat):
+    # Nothing in the window matches: the demo model searches the history with its recall tool.
+    turn(chat, "Where did we park the blue submarine?")
+    call = chat.locator('#transcript .message.assistant .tool-call[data-tool="search_history"]')
+    expect(call).to_have_count(1)
+    expect(call).to_have_class(re.compile(r"\bdone\b"))
+    expect(call.locator(".tool-state")).to_contain_text("ms")
+    call.locator("summary").click()
+    expect(call.locator("pre").first).to_contain_text('"query"')
+    expect(call.locator("pre").nth(1)).to_be_visible()
+    expect(chat.locator("#transcript .message.assistant").last).to_contain_text(
+        "I searched our earlier messages"
+    )
