@@ -35,7 +35,7 @@ from compaction.policy import needs_auto_compaction
 from compaction.tokens import estimate_content
 from compaction.window import turn_messages
 from providers.values import Final, LLMError, Request, TextDelta
-from tools import registry
+from tools import mcp, registry
 from tools.values import Context
 
 from . import broadcast, db, fragments, queue
@@ -224,7 +224,9 @@ async def _stream(turn: queue.Turn, received: _Received, relay: DeltaRelay) -> N
     and stream the next step with their results, up to TOOL_STEP_LIMIT model calls."""
     model = turn.conversation.model
     client = providers.client_for(model)
-    tools = registry.definitions() if client.capabilities(model).supports_tools else ()
+    supports_tools = client.capabilities(model).supports_tools
+    box = await registry.toolbox(turn.conversation.disabled_tools) if supports_tools else None
+    tools = box.definitions if box else ()
     context = Context(turn.conversation.owner_id, turn.conversation.pk, turn.reply.seq - 1)
     head = turn.state.window().messages
     budget = turn.state.budget
@@ -258,7 +260,7 @@ async def _stream(turn: queue.Turn, received: _Received, relay: DeltaRelay) -> N
             )
             return
         await relay.checkpoint(_bubble(turn, received))
-        outcomes = await asyncio.gather(*(registry.run(call, context) for call in calls))
+        outcomes = await asyncio.gather(*(registry.run(call, context, box) for call in calls))
         for call, outcome in zip(calls, outcomes, strict=True):
             received.blocks.append(_result(call["id"], outcome.text, outcome.is_error))
             received.runs[call["id"]] = {"ms": outcome.ms}
@@ -433,6 +435,7 @@ async def _sweep() -> None:
 
 async def shutdown() -> None:
     await local().shutdown()
+    await mcp.shutdown()  # after the turns: none of them is calling a tool any more
 
 
 async def lifespan(scope, receive, send) -> None:

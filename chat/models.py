@@ -47,6 +47,8 @@ class Conversation(models.Model):
     # already loads, so deciding "compact now?" costs no query.
     auto_compact_failures = models.PositiveIntegerField(default=0)
     auto_compact_paused_until = models.DateTimeField(null=True, blank=True)
+    # Tools (by the name the model is offered) this conversation switched off.
+    disabled_tools = models.JSONField(default=list, blank=True)
 
     objects = ConversationQuerySet.as_manager()
 

@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
-from django.db.models import BooleanField, DateTimeField, Exists, OuterRef, Q
+from django.db.models import BooleanField, DateTimeField, Exists, JSONField, OuterRef, Q
 from django.utils import timezone
 
 from compaction import run as compaction
@@ -210,6 +210,8 @@ def _lock(
             value = as_datetime(value)
         elif isinstance(field, BooleanField):
             value = bool(value)
+        elif isinstance(field, JSONField):
+            value = field.from_db_value(value, None, connection)
         values[field.attname] = value
     return Conversation(**values)
 

@@ -53,5 +53,10 @@ urlpatterns = [
         name="conversation-search-page",
     ),
     path("search/", views.search_page, name="search"),
+    path(
+        "conversations/<int:conversation_id>/tools/",
+        views.conversation_tools,
+        name="conversation-tools",
+    ),
     path("messages/<int:message_id>/pin/", views.message_pin, name="message-pin"),
 ]

@@ -17,6 +17,7 @@ from compaction.loading import load_panel, load_window
 from compaction.models import Compaction
 from search.messages import MAX_LIMIT, search
 from search.text import marked
+from tools import registry
 
 from . import actions, fragments, transcript
 from .models import Conversation, Pin
@@ -279,3 +280,33 @@ def _limit(value: str | None) -> int | None:
     except ValueError:
         return None
     return limit if 1 <= limit <= MAX_LIMIT else None
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+async def conversation_tools(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    """The conversation's tool switches: every tool the chat has (built-in and MCP), on or off.
+    Async: listing MCP tools talks to the servers this process keeps running."""
+    user = await request.auser()
+    conversation = await Conversation.objects.owned_by(user).filter(pk=conversation_id).afirst()
+    if conversation is None:
+        raise Http404("No such conversation.")
+    tools = await registry.available()
+    saved = False
+    if request.method == "POST":
+        listed = {t.name for t in tools}
+        enabled = set(request.POST.getlist("enabled"))
+        # A tool of a server that is down now keeps the switch it had.
+        kept = [name for name in conversation.disabled_tools if name not in listed]
+        conversation.disabled_tools = sorted({*kept, *(listed - enabled)})
+        await conversation.asave(update_fields=["disabled_tools", "updated_at"])
+        if not request.htmx:
+            return redirect("conversation", conversation.pk)
+        saved = True
+    off = set(conversation.disabled_tools)
+    context = {
+        "conversation": conversation,
+        "tools": [(t, t.name not in off) for t in tools],
+        "saved": saved,
+    }
+    return render(request, "chat/conversation.html#tools", context)

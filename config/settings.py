@@ -6,7 +6,9 @@ error at start-up, not a surprise at run time.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import warnings
 from pathlib import Path
 
@@ -60,6 +62,32 @@ def env_fraction(name: str, default: float) -> float:
 
 def env_list(name: str, default: str) -> list[str]:
     return [item.strip() for item in env_str(name, default).split(",") if item.strip()]
+
+
+def env_mcp_servers(name: str) -> dict[str, dict]:
+    """MCP servers as JSON: {"time": {"command": "python3", "args": ["-m", "mcp_server_time"],
+    "env": {...}}, ...}; names of letters, digits, - and _."""
+    raw = env_str(name).strip()
+    if not raw:
+        return {}
+    try:
+        servers = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ImproperlyConfigured(f"{name} must be a JSON object: {exc}") from None
+    if not isinstance(servers, dict):
+        raise ImproperlyConfigured(f"{name} must be a JSON object of name -> server")
+    for server, config in servers.items():
+        if not re.fullmatch(r"[A-Za-z0-9_-]{1,30}", server):
+            raise ImproperlyConfigured(
+                f"{name}: server name {server!r} must be 1-30 of A-Z a-z 0-9 _ -"
+            )
+        if not isinstance(config, dict) or not isinstance(config.get("command"), str):
+            raise ImproperlyConfigured(f'{name}: server {server!r} needs a "command" string')
+        if not isinstance(config.get("args", []), list):
+            raise ImproperlyConfigured(f'{name}: server {server!r} "args" must be a list')
+        if not isinstance(config.get("env", {}), dict):
+            raise ImproperlyConfigured(f'{name}: server {server!r} "env" must be an object')
+    return servers
 
 
 DEBUG = env_bool("DJANGO_DEBUG", False)
@@ -240,6 +268,10 @@ RECALL_TOOLS = env_bool("RECALL_TOOLS", True)
 TOOL_RESULT_MAX_CHARS = env_int("TOOL_RESULT_MAX_CHARS", 20_000)
 READ_MESSAGES_PAGE_CHARS = env_int("READ_MESSAGES_PAGE_CHARS", 8_000)
 READ_MESSAGES_PAGE_MESSAGES = env_int("READ_MESSAGES_PAGE_MESSAGES", 20)
+# Model Context Protocol servers whose tools the chat offers (each conversation can switch them
+# off); started by each server process on first use, over stdio.
+MCP_SERVERS = env_mcp_servers("MCP_SERVERS")
+MCP_TIMEOUT_SECONDS = env_int("MCP_TIMEOUT_SECONDS", 30)
 # Search for people: hits per search, and how far back a jump to a hit loads the transcript.
 SEARCH_PAGE_HITS = env_int("SEARCH_PAGE_HITS", 20)
 SEARCH_JUMP_MESSAGES = env_int("SEARCH_JUMP_MESSAGES", 2000)

@@ -177,10 +177,10 @@ async def test_stop_while_a_tool_runs_answers_the_call_not_run(
 
     real_run = registry.run
 
-    async def run(call, context):
+    async def run(call, context, box):
         if call["name"] == "search_history":
             await slow(context, call["input"])
-        return await real_run(call, context)
+        return await real_run(call, context, box)
 
     monkeypatch.setattr(registry, "run", run)
     fake_anthropic.enqueue_tool_calls([], [("toolu_1", "search_history", {"query": "x"})])

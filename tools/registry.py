@@ -1,6 +1,8 @@
 """Which tools a conversation's model gets, and running one call.
 
-A call never raises into the turn: bad input, a failing tool or an unknown name becomes an
+The built-in recall tools and every configured MCP server's tools, minus those the conversation
+switched off. Only what was offered can run: a call naming anything else is an error result. A
+call never raises into the turn: bad input, a failing tool or an unknown name becomes an
 `is_error` result the model can read and act on. Only cancellation (Stop) goes through.
 """
 
@@ -8,12 +10,13 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass, field
 
 from django.conf import settings
 
 from chat import db
 
-from . import recall
+from . import mcp, recall
 from .values import Context, Outcome, ToolError
 
 log = logging.getLogger(__name__)
@@ -21,24 +24,66 @@ log = logging.getLogger(__name__)
 _BUILT_IN = {"search_history": recall.search_history, "read_messages": recall.read_messages}
 
 
-def definitions() -> tuple[dict, ...]:
-    """The tool definitions every request carries (the same bytes each turn: a cacheable prefix)."""
+@dataclass(frozen=True)
+class Toolbox:
+    """The tools one request offers: their definitions, in a fixed order (a stable prefix)."""
+
+    definitions: tuple[dict, ...] = ()
+    servers: dict[str, mcp.Listed] = field(default_factory=dict, hash=False)  # by offered name
+
+    def offers(self, name: str) -> bool:
+        return any(d["name"] == name for d in self.definitions)
+
+
+@dataclass(frozen=True)
+class Available:
+    """A tool as the conversation's tool switches list it."""
+
+    name: str
+    source: str  # "built-in" or the MCP server's name
+    description: str
+
+
+async def available() -> list[Available]:
+    """Every tool this chat has, switched on or not."""
+    found = [Available(d["name"], "built-in", d["description"]) for d in _built_in()]
+    found += [
+        Available(t.definition["name"], t.server, t.definition["description"])
+        for t in await mcp.tools()
+    ]
+    return found
+
+
+async def toolbox(disabled: list[str] | tuple[str, ...] = ()) -> Toolbox:
+    """What a request of a conversation with these tools switched off offers."""
+    off = set(disabled)
+    listed = {t.definition["name"]: t for t in await mcp.tools() if t.definition["name"] not in off}
+    definitions = [d for d in _built_in() if d["name"] not in off]
+    definitions += [t.definition for t in listed.values()]
+    return Toolbox(tuple(definitions), listed)
+
+
+def _built_in() -> tuple[dict, ...]:
     return recall.DEFINITIONS if settings.RECALL_TOOLS else ()
 
 
-async def run(call: dict, context: Context) -> Outcome:
+async def run(call: dict, context: Context, box: Toolbox) -> Outcome:
     """Run one `tool_use` block; the answer as its `tool_result` will say it."""
     name, arguments = call.get("name", ""), call.get("input")
     started = time.monotonic()
     try:
         if not isinstance(arguments, dict):
             raise ToolError("The tool input must be a JSON object.")
-        function = _BUILT_IN.get(name) if settings.RECALL_TOOLS else None
-        if function is None:
+        if not box.offers(name):
             raise ToolError(f"There is no tool named {name!r} in this chat.")
-        text, is_error = await db.run(function, context, arguments), False
+        if name in box.servers:
+            text, is_error = await mcp.call(box.servers[name], arguments)
+        else:
+            text, is_error = await db.run(_BUILT_IN[name], context, arguments), False
     except ToolError as exc:
         text, is_error = str(exc), True
+    except TimeoutError:
+        text, is_error = f"The tool {name} did not answer in time.", True
     except Exception:
         log.exception("tool %s failed in conversation %s", name, context.conversation_id)
         text, is_error = f"The tool {name} failed on the server.", True
