@@ -6,6 +6,7 @@ urlpatterns = [
     path("", views.home, name="home"),
     path("accounts/signup/", views.signup, name="signup"),
     path("conversations/", views.conversation_create, name="conversation-create"),
+    path("conversations/import/", views.conversation_import, name="conversation-import"),
     path("conversations/<int:conversation_id>/", views.conversation_detail, name="conversation"),
     path(
         "conversations/<int:conversation_id>/messages/",

@@ -19,7 +19,8 @@ from search.messages import MAX_LIMIT, search
 from search.text import marked
 from tools import registry
 
-from . import actions, fragments, transcript
+from . import actions, fragments, imports, transcript
+from .errors import ActionError
 from .models import Conversation, Pin
 
 
@@ -53,6 +54,24 @@ def home(request: HttpRequest) -> HttpResponse:
 def conversation_create(request: HttpRequest) -> HttpResponse:
     conversation = actions.create_conversation(request.user)
     return redirect("conversation", conversation_id=conversation.pk)
+
+
+@login_required
+@require_POST
+def conversation_import(request: HttpRequest) -> HttpResponse:
+    """Import export.json or ChatGPT's conversations.json; opens the (first) imported
+    conversation. A bad file gets its reason and creates nothing."""
+    upload = request.FILES.get("file")
+    try:
+        if upload is None:
+            raise ActionError("Choose a file to import (export.json or conversations.json).")
+        created = imports.store(request.user, imports.parse(upload.read()))
+    except ActionError as exc:
+        context = _sidebar(request) | {"import_error": exc.reason}
+        return render(request, "chat/empty.html", context, status=400)
+    if len(created) > 1:
+        flash.success(request, f"Imported {len(created):,} conversations.")
+    return redirect("conversation", conversation_id=created[0].pk)
 
 
 def _sidebar(request: HttpRequest, current: Conversation | None = None) -> dict:

@@ -288,6 +288,11 @@ if TURN_STALE_SECONDS < 3 * TURN_HEARTBEAT_SECONDS:
     )
 # Pause between the demo model's words, so streaming (and Stop) can be seen.
 DEMO_WORD_DELAY_MS = env_int("DEMO_WORD_DELAY_MS", 30, minimum=0)
+# Imports (POST /conversations/import/): the file's size, and conversations per file.
+IMPORT_MAX_BYTES = env_int("IMPORT_MAX_BYTES", 50_000_000)
+IMPORT_MAX_CONVERSATIONS = env_int("IMPORT_MAX_CONVERSATIONS", 1000)
+# Django keeps uploads above this on disk rather than in memory.
+FILE_UPLOAD_MAX_MEMORY_SIZE = 5_000_000
 DEFAULT_SYSTEM_PROMPT = env_str("DEFAULT_SYSTEM_PROMPT", "You are a helpful assistant.")
 # How many messages the chat page renders at first; older ones load on demand.
 PAGE_MESSAGES = env_int("PAGE_MESSAGES", 60)

@@ -5,6 +5,14 @@
 
   function root() { return document.getElementById("chat-root"); }
 
+  // An import can take a while (a large export): say so, and do not let it be sent twice.
+  document.addEventListener("submit", function (e) {
+    var form = e.target.closest(".import-form");
+    if (!form) return;
+    form.classList.add("importing");
+    form.querySelector("button[type=submit]").disabled = true;
+  });
+
   // Enter sends, Shift+Enter adds a line, Esc stops a streaming reply.
   document.addEventListener("keydown", function (e) {
     var input = document.getElementById("message-input");
