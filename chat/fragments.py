@@ -85,7 +85,7 @@ def compaction_outcome(row: Compaction, panel: Panel, conversation: Conversation
     parts = []
     if row.status == Compaction.Status.COMMITTED:
         parts.append(
-            f'<div hx-swap-oob="beforebegin:#msg-{row.first_kept_seq}">'
+            f'<div hx-swap-oob="beforebegin:#msg-{row.divider_seq}">'
             + _part("divider", {"row": row})
             + "</div>"
         )

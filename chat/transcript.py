@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.conf import settings
+from django.db.models import Q
 
 from compaction.models import Compaction
 
@@ -65,13 +66,14 @@ def page(
         )
     )
     boundaries: dict[int, list[Compaction]] = {}
+    kind = Compaction.Kind
     for row in Compaction.objects.filter(
+        Q(kind=kind.SUMMARY, first_kept_seq__gte=low, first_kept_seq__lte=high)
+        | Q(kind=kind.CLEAR, cleared_before_seq__gte=low, cleared_before_seq__lte=high),
         conversation=conversation,
         status__in=SHOWN_BOUNDARIES,
-        first_kept_seq__gte=low,
-        first_kept_seq__lte=high,
     ).order_by("id"):
-        boundaries.setdefault(row.first_kept_seq, []).append(row)
+        boundaries.setdefault(row.divider_seq, []).append(row)
     kept_from = first_kept_seq(conversation)
     # A reply that has not started (queued) or never will (cancelled) has nothing to show; the
     # message it answers says "queued" instead.

@@ -13,6 +13,7 @@ class CompactionAdmin(admin.ModelAdmin):
         "id",
         "conversation",
         "trigger",
+        "kind",
         "pre_tokens",
         "post_tokens",
         "summariser",
@@ -20,7 +21,7 @@ class CompactionAdmin(admin.ModelAdmin):
         "edited",
         "created_at",
     ]
-    list_filter = ["trigger", "status", "summariser", "edited"]
+    list_filter = ["trigger", "kind", "status", "summariser", "edited"]
     search_fields = ["conversation__title", "summary"]
     list_select_related = ["conversation"]
     fieldsets = [
@@ -29,11 +30,12 @@ class CompactionAdmin(admin.ModelAdmin):
             {
                 "fields": [
                     "conversation",
-                    "trigger",
+                    ("trigger", "kind"),
                     "status",
                     "instructions",
                     ("pre_tokens", "post_tokens"),
                     "compacted_span",
+                    ("cleared_before_seq", "cleared_count"),
                     ("summariser", "edited"),
                     "error",
                     ("duration_ms", "usage"),

@@ -22,6 +22,7 @@ import providers
 from chat.models import Conversation, Message
 
 from .chart import sawtooth_svg
+from .clearing import cleared
 from .entries import Entry
 from .models import Compaction
 from .policy import Budget
@@ -115,8 +116,11 @@ def build_state(
         and (r.seq >= first_kept or r.pin_id is not None)
     ]
     entries = [r.entry for r in rows if r.seq >= first_kept]
+    if boundary is not None and boundary.cleared_before_seq:
+        entries = cleared(entries, boundary.cleared_before_seq, settings.TOOL_CLEAR_MIN_CHARS)
     pinned = [r.entry for r in rows if r.seq < first_kept]
-    summary = boundary.summary if boundary else None
+    # A clearing with no summary before it leaves the window without a summary pair.
+    summary = boundary.summary if boundary and boundary.first_kept_seq > 1 else None
     head = head_tokens(system, summary, pinned)
     anchor = _anchor([r for r in rows if r.seq >= first_kept], boundary, head)
     per_turn = [

@@ -18,6 +18,10 @@ class Compaction(models.Model):
         MANUAL = "manual"
         AUTO = "auto"
 
+    class Kind(models.TextChoices):
+        SUMMARY = "summary"  # older messages folded into a summary
+        CLEAR = "clear"  # only old tool results replaced by placeholders (compaction/clearing.py)
+
     class Status(models.TextChoices):
         RUNNING = "running"  # the summariser is working
         DRAFT = "draft"  # waiting for the user's review
@@ -30,6 +34,11 @@ class Compaction(models.Model):
         Conversation, on_delete=models.CASCADE, related_name="compactions"
     )
     trigger = models.CharField(max_length=8, choices=Trigger.choices)
+    kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.SUMMARY)
+    # Tool results in messages before this one are cleared in the window (every boundary carries
+    # it on, so a later summary keeps them cleared); how many this boundary cleared.
+    cleared_before_seq = models.PositiveIntegerField(null=True, blank=True)
+    cleared_count = models.PositiveIntegerField(default=0)
     instructions = models.TextField(blank=True)
     first_kept_seq = models.PositiveIntegerField(null=True, blank=True)
     pre_tokens = models.PositiveIntegerField(default=0)
@@ -63,3 +72,11 @@ class Compaction(models.Model):
 
     def __str__(self) -> str:
         return f"{self.trigger} compaction of {self.conversation_id} ({self.status})"
+
+    @property
+    def divider_seq(self) -> int | None:
+        """The message the page shows this boundary's divider above: the first one kept
+        verbatim, or for a clearing the first one whose results are kept."""
+        if self.kind == self.Kind.CLEAR:
+            return self.cleared_before_seq
+        return self.first_kept_seq

@@ -24,12 +24,13 @@ from chat.models import Conversation
 from providers.values import Request
 
 from . import summarise as brief
+from .clearing import Clearing, cleared, plan
 from .cut import choose_cut
 from .entries import Entry
 from .loading import WindowState, head_tokens
 from .models import Compaction
-from .policy import Budget, auto_paused_until
-from .tokens import CHARS_PER_TOKEN
+from .policy import Budget, auto_paused_until, must_compact_before_send
+from .tokens import CHARS_PER_TOKEN, window_total
 
 INTERRUPTED = "Interrupted: the server stopped while it ran."
 
@@ -89,6 +90,10 @@ def open_locked(
         if open_one.status == Compaction.Status.DRAFT:
             raise CompactionRefused("A draft summary is waiting for your review first.")
         raise CompactionRefused("A compaction is already running for this conversation.")
+    if trigger == Compaction.Trigger.AUTO:
+        clearing = plan(state.entries, state.budget.keep_tokens, settings.TOOL_CLEAR_MIN_CHARS)
+        if clearing is not None and _clearing_is_enough(state, clearing, before_reply):
+            return Opened(_clear(conversation, state, clearing), conversation, state, [])
     cut = choose_cut(state.entries, state.budget.keep_tokens)
     if cut is None:
         raise CompactionRefused("Nothing to compact yet: the window holds only the latest turn.")
@@ -101,6 +106,8 @@ def open_locked(
                 first_kept_seq=cut,
                 pre_tokens=state.tokens,
                 heartbeat_at=timezone.now(),
+                # Results cleared before stay cleared in the tail this one keeps.
+                cleared_before_seq=state.boundary.cleared_before_seq if state.boundary else None,
             )
     except IntegrityError:
         raise CompactionRefused("A compaction is already running for this conversation.") from None
@@ -108,9 +115,40 @@ def open_locked(
     return Opened(row, conversation, state, older, before_reply)
 
 
+def _clearing_is_enough(state: WindowState, clearing: Clearing, before_reply: bool) -> bool:
+    after = state.tokens - clearing.saved
+    if before_reply:
+        return not must_compact_before_send(after, 0, state.budget)
+    return after < state.budget.threshold
+
+
+def _clear(conversation: Conversation, state: WindowState, clearing: Clearing) -> Compaction:
+    """Commit a clearing at once: no model call, nothing to review. The window keeps its cut
+    and summary; only the old results become placeholders."""
+    entries = cleared(state.entries, clearing.before_seq, settings.TOOL_CLEAR_MIN_CHARS)
+    boundary = state.boundary
+    row = Compaction.objects.create(
+        conversation=conversation,
+        trigger=Compaction.Trigger.AUTO,
+        kind=Compaction.Kind.CLEAR,
+        status=Compaction.Status.COMMITTED,
+        first_kept_seq=boundary.first_kept_seq if boundary else 1,
+        summary=boundary.summary if boundary else "",
+        cleared_before_seq=clearing.before_seq,
+        cleared_count=clearing.count,
+        pre_tokens=state.tokens,
+        post_tokens=window_total(state.head_tokens, entries, None),
+        summariser="",
+    )
+    _count_auto_outcome(conversation.pk, failed=False)
+    return row
+
+
 async def run(opened: Opened) -> Compaction:
     """Summarise and close the row: committed, a draft to review, or failed. Never left running."""
     row, conversation = opened.row, opened.conversation
+    if row.status != Compaction.Status.RUNNING:
+        return row  # a clearing: committed when it was opened
     started = time.monotonic()
     try:
         result = await summarise(

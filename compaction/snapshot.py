@@ -77,7 +77,7 @@ class Snapshot:
 # message comes back, carrying the state.
 _SQL = """
 WITH b AS (
-    SELECT id, first_kept_seq, post_tokens, summary FROM compaction_compaction
+    SELECT id, first_kept_seq, post_tokens, summary, cleared_before_seq FROM compaction_compaction
     WHERE conversation_id = %(c)s AND status = 'committed' ORDER BY id DESC LIMIT 1
 ), s AS (
     SELECT
@@ -87,6 +87,7 @@ WITH b AS (
         COALESCE((SELECT first_kept_seq FROM b), 1) AS first_kept,
         (SELECT post_tokens FROM b) AS post_tokens,
         (SELECT summary FROM b) AS summary,
+        (SELECT cleared_before_seq FROM b) AS cleared_before,
         (SELECT id FROM chat_message WHERE conversation_id = %(c)s
             AND status = 'streaming') AS streaming_id,
         (SELECT heartbeat_at FROM chat_message WHERE conversation_id = %(c)s
@@ -107,7 +108,7 @@ WITH b AS (
 SELECT m.seq, m.role, m.status, m.content, m.tokens, m.usage, m.window_boundary_id,
        m.window_head_tokens, p.id,
        s.last_seq, s.boundary_id, s.first_kept, s.post_tokens,
-       CASE WHEN m.seq = s.last_seq THEN s.summary END,
+       CASE WHEN m.seq = s.last_seq THEN s.summary END, s.cleared_before,
        s.streaming_id, s.streaming_heartbeat, s.running_id, s.running_heartbeat,
        s.queued_id, s.queued_seq, s.has_draft, s.pin_count, s.pin_max
 FROM s
@@ -117,7 +118,7 @@ LEFT JOIN chat_pin p ON p.message_id = m.id
 UNION ALL
 SELECT m.seq, m.role, m.status, m.content, m.tokens, m.usage, m.window_boundary_id,
        m.window_head_tokens, p.id,
-       s.last_seq, s.boundary_id, s.first_kept, s.post_tokens, NULL,
+       s.last_seq, s.boundary_id, s.first_kept, s.post_tokens, NULL, s.cleared_before,
        s.streaming_id, s.streaming_heartbeat, s.running_id, s.running_heartbeat,
        s.queued_id, s.queued_seq, s.has_draft, s.pin_count, s.pin_max
 FROM s
@@ -174,7 +175,9 @@ def read_snapshot(conversation_id: int, *, with_rows: bool = True) -> Snapshot:
     if not found:
         return Snapshot(rows=[])
     latest = next(r for r in found if r[0] == r[_WIDTH])  # the one carrying the summary
-    (last_seq, boundary_id, first_kept, post_tokens, summary, *queue) = latest[_WIDTH:]
+    (last_seq, boundary_id, first_kept, post_tokens, summary, cleared_before, *queue) = latest[
+        _WIDTH:
+    ]
     shape = (boundary_id, *latest[-2:])
     rows: list[Row] = []
     if with_rows:
@@ -197,6 +200,7 @@ def read_snapshot(conversation_id: int, *, with_rows: bool = True) -> Snapshot:
             first_kept_seq=first_kept,
             summary=summary or "",
             post_tokens=post_tokens,
+            cleared_before_seq=cleared_before,
         )
     streaming_id, streaming_at, running_id, running_at, queued_id, queued_seq, draft = queue[:7]
     return Snapshot(

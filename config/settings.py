@@ -264,6 +264,10 @@ TOOL_STEP_LIMIT = env_int("TOOL_STEP_LIMIT", 8)
 # The built-in recall tools (search_history, read_messages) let the model reach the compacted
 # part of its conversation.
 RECALL_TOOLS = env_bool("RECALL_TOOLS", True)
+# When the window passes the auto threshold, tool results of at least this many characters in
+# older turns are cleared from it first (the transcript keeps them); only if that is not enough
+# is anything summarised.
+TOOL_CLEAR_MIN_CHARS = env_int("TOOL_CLEAR_MIN_CHARS", 2000)
 # A tool's answer beyond this is cut (and says so): one result must not flood the window.
 TOOL_RESULT_MAX_CHARS = env_int("TOOL_RESULT_MAX_CHARS", 20_000)
 READ_MESSAGES_PAGE_CHARS = env_int("READ_MESSAGES_PAGE_CHARS", 8_000)

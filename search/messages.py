@@ -158,10 +158,10 @@ def _postgres(query: Query, scope: str, params: list, limit: int) -> list[Hit]:
     ]
 
 
-_HEADLINE = (
-    f"StartSel={MARK_OPEN}, StopSel={MARK_CLOSE}, MaxWords=30, MinWords=10, "
-    'MaxFragments=2, FragmentDelimiter=" … "'
-)
+# Whole-sentence headlines (not fragments, which keep only the matched words of a short text).
+# PostgreSQL's parser drops what looks like an HTML tag from a headline; the text is escaped
+# when it becomes HTML either way.
+_HEADLINE = f"StartSel={MARK_OPEN}, StopSel={MARK_CLOSE}, MaxWords=35, MinWords=15"
 
 
 def _idf(total: int, flags: list[tuple[bool, ...]]) -> list[float]:

@@ -191,7 +191,7 @@ def test_people_search_their_conversations_and_hits_link_to_the_message(
     client, alice, bob, conversation
 ):
     other = Conversation.objects.create(owner=alice, model="fake-model", title="Trip plans")
-    add(conversation, "the <b>wombat</b> question")
+    add(conversation, "fish & chips <b>wombat</b> question")
     add(other, "wombat sightings near the coast")
     add(Conversation.objects.create(owner=bob, model="fake-model"), "bob's wombat")
     client.force_login(alice)
@@ -199,7 +199,8 @@ def test_people_search_their_conversations_and_hits_link_to_the_message(
     assert page.count('class="search-hit"') == 2
     assert "Trip plans" in page and "bob" not in page
     assert f'href="/conversations/{other.pk}/?at=1#msg-1"' in page
-    assert "&lt;b&gt;<mark>wombat</mark>&lt;/b&gt;" in page  # escaped, then marked
+    # Escaped, then marked (PostgreSQL's headlines drop tag-like text; SQLite's keep it).
+    assert "fish &amp; chips" in page and "<mark>wombat</mark>" in page and "<b>" not in page
     fragment = client.get(
         f"/conversations/{conversation.pk}/search/", {"q": "wombat"}, HTTP_HX_REQUEST="true"
     ).content.decode()
