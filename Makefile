@@ -16,7 +16,7 @@ for c in python3 python3.14 python3.13 python3.12 \
 done; echo "No Python 3.12+ found" >&2; exit 1
 endef
 
-.PHONY: run serve test test-unit test-browser lint format bench bench-load clean
+.PHONY: run serve test test-unit test-browser lint format bench bench-load bench-recall clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || { py=$$($(FIND_PYTHON)) && echo "Creating $(VENV) with $$py" && $$py -m venv $(VENV); }
@@ -72,6 +72,9 @@ bench: $(STAMP)
 
 bench-load: $(STAMP)
 	$(PY) bench/load.py
+
+bench-recall: $(STAMP)
+	$(PY) bench/recall.py
 
 clean:
 	rm -rf $(VENV) db.sqlite3

@@ -48,7 +48,8 @@ FILLER_WORDS = (
 NAMES = (
     "heron otter lynx marmot ibis puffin walrus badger civet dingo gecko jackal kestrel lemur "
     "mantis narwhal ocelot pangolin quail raven sable tapir urchin vole wombat yak zebu bison "
-    "condor falcon gibbon hyena impala jaguar koala llama magpie newt osprey"
+    "condor falcon gibbon hyena impala jaguar koala llama magpie newt osprey bobcat cougar "
+    "egret ferret gazelle hornbill iguana jerboa kiwi loris mongoose numbat okapi pelican"
 ).split()
 PEOPLE = (
     "Amara Okafor|Bjorn Lindqvist|Chiara Moretti|Dmitri Volkov|Esther Adeyemi|Farid Haddad|"
@@ -123,6 +124,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--budget", type=int, default=3000, help="CONTEXT_BUDGET_TOKENS (default 3000)")
     p.add_argument("--seed", type=int, default=11)
     p.add_argument("--max-turns", type=int, default=2000, help="give up after (default 2000)")
+    p.add_argument("--show", action="store_true", help="print the demo's answers it got wrong")
     p.add_argument(
         "--database-url",
         default=os.environ.get("DATABASE_URL", ""),
@@ -219,7 +221,7 @@ async def drive(args, user, conversation) -> dict:
         # The reply's last words: the quote it answers with (after a search, the hit).
         final = next((b["text"] for b in reversed(reply.content) if b.get("type") == "text"), "")
         in_answer = fact.answer in final
-        results.append((fact, in_window, in_top5, in_answer, used_tool))
+        results.append((fact, in_window, in_top5, in_answer, used_tool, final))
     await engine.shutdown()
     return {
         "turns": turns,
@@ -259,6 +261,10 @@ def report(args, outcome: dict) -> int:
     missed = [r[0] for r in results if not r[2]]
     for fact in missed:
         print(f"  not in the top 5: {fact.question!r} (answer {fact.answer})")
+    if args.show:
+        for fact, *_, in_answer, _used, final in results:
+            if not in_answer:
+                print(f"  demo, asked {fact.question!r}:\n    {' '.join(final.split())[:300]}")
     verdict = "PASS" if top5 >= TOP5_MIN else "FAIL"
     print(f"\n[{verdict}] search_history top-5 share {top5:.0%} (target >= {TOP5_MIN:.0%})")
     return 0 if top5 >= TOP5_MIN else 1

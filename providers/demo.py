@@ -130,7 +130,11 @@ def compose(system: str, messages: list[dict], *, can_search: bool = False):
     parts.append(f"You said: “{_short(said, 160)}”")
     query = None
     if "?" in said:
-        line = _best_line(said, messages[:last] + messages[last + 1 :])
+        window = messages[:last] + messages[last + 1 :]
+        # With the recall tool at hand, only a line holding every word of the question answers
+        # it from the window (a line about the otter does not answer a question about the
+        # ocelot); otherwise the history is searched. Without the tool, half the words will do.
+        line = _best_line(said, window, whole=can_search)
         if line:
             parts.append(
                 "The line in my window that best matches your question:\n\n> " + _short(line)
@@ -168,24 +172,34 @@ def _quote_hit(results: str) -> str:
     )
 
 
-def _best_line(question: str, window: list[dict]) -> str | None:
+def _best_line(question: str, window: list[dict], *, whole: bool = False) -> str | None:
+    """The window's line sharing the most of the question's words: all of them with `whole`,
+    else at least half. Lines that are questions themselves are no answer."""
     wanted = _words(question)
-    best, best_score = None, 0
+    best, best_score = None, len(wanted) if whole else max(1, (len(wanted) + 1) // 2)
+    for line in _window_lines(window):
+        if "?" in line:
+            continue
+        score = len(wanted & _words(line))
+        # `>=`: on a tie the later (more recent) line wins.
+        if score >= best_score:
+            best, best_score = line, score
+    return best
+
+
+def _window_lines(window: list[dict]) -> list[str]:
+    """What the user, the summary and tools said: not the demo's own echoes."""
+    lines = []
     for message in window:
         if message["role"] == "assistant":
-            continue  # quote what the user (or the summary) said, not the demo's own echoes
+            continue
         text = _message_text(message)
         if text.startswith(SUMMARY_INTRO):
             text = text[len(SUMMARY_INTRO) :]
-        for line in text.splitlines():
-            line = line.strip()
-            if not line or line == SUMMARY_ACK:
-                continue
-            score = len(wanted & _words(line))
-            # `>=`: on a tie the later (more recent) line wins.
-            if score and score >= best_score:
-                best, best_score = line, score
-    return best
+        lines += [
+            line.strip() for line in text.splitlines() if line.strip() not in ("", SUMMARY_ACK)
+        ]
+    return lines
 
 
 def _words(text: str) -> set[str]:

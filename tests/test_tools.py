@@ -252,7 +252,7 @@ def test_the_demo_does_not_search_when_its_window_answers_or_no_tool_is_offered(
     from providers.demo import compose
 
     window = [
-        {"role": "user", "content": "The boat is blue."},
+        {"role": "user", "content": "The colour of the boat is blue."},
         {"role": "assistant", "content": "Ok."},
     ]
     asked = [*window, {"role": "user", "content": "What colour is the boat?"}]
