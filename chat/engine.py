@@ -30,7 +30,7 @@ from django.utils import timezone
 import providers
 from compaction import actions as compaction_actions
 from compaction import run as compaction
-from compaction.loading import WindowState
+from compaction.loading import WindowState, load_window
 from compaction.policy import needs_auto_compaction
 from compaction.tokens import estimate_content
 from compaction.window import turn_messages
@@ -147,6 +147,7 @@ class _Received:
     final: Final | None = None  # the last finished step
     runs: dict[str, dict] = field(default_factory=dict)  # tool_use id -> {"ms": …}
     note: str = ""  # why the turn ended before the model did (step limit, full window)
+    state: WindowState | None = None  # the window after a compaction mid-turn, if one ran
 
     @property
     def text(self) -> str:
@@ -228,21 +229,25 @@ async def _stream(turn: queue.Turn, received: _Received, relay: DeltaRelay) -> N
     box = await registry.toolbox(turn.conversation.disabled_tools) if supports_tools else None
     tools = box.definitions if box else ()
     context = Context(turn.conversation.owner_id, turn.conversation.pk, turn.reply.seq - 1)
-    head = turn.state.window().messages
-    budget = turn.state.budget
+    state, budget = turn.state, turn.state.budget
     for step in range(1, settings.TOOL_STEP_LIMIT + 1):
-        used = turn.state.tokens + estimate_content(received.blocks)
+        used = state.tokens + estimate_content(received.blocks)
         if step > 1 and used + budget.reserve > budget.total:
-            received.note = (
-                f"Stopped after {step - 1} steps: with the tool results the window is about "
-                f"{used:,} tokens, and the next step would not fit this model's budget of "
-                f"{budget.total:,}."
-            )
-            return
+            # The results left no room for the next step: make room before it, as before any
+            # request (the turn itself is never cut: it is the newest entry, kept whole).
+            state = received.state = await _make_room(turn, received) or state
+            used = state.tokens + estimate_content(received.blocks)
+            if used + budget.reserve > budget.total:
+                received.note = (
+                    f"Stopped after {step - 1} steps: with the tool results the window is "
+                    f"about {used:,} tokens, and the next step would not fit this model's "
+                    f"budget of {budget.total:,} even after compacting."
+                )
+                return
         request = Request(
             model=model,
-            system=turn.state.system,
-            messages=head + turn_messages(received.blocks),
+            system=state.system,
+            messages=state.window().messages + turn_messages(received.blocks),
             max_tokens=max(1, min(settings.CHAT_MAX_TOKENS, budget.total - used)),
             tools=tools,
         )
@@ -267,6 +272,20 @@ async def _stream(turn: queue.Turn, received: _Received, relay: DeltaRelay) -> N
         if not await db.run(queue.save_partial, turn.reply.pk, received.content(), received.runs):
             raise _Stopped
         await relay.checkpoint(_bubble(turn, received))
+
+
+async def _make_room(turn: queue.Turn, received: _Received) -> WindowState | None:
+    """Compact the window before this turn (clear old results, else summarise), mid-turn; the
+    window the turn goes on in, or None if nothing could be done."""
+    incoming = estimate_content(received.blocks)
+    try:
+        opened = await hold(
+            db.run(compaction.open_mid_turn, turn.conversation.pk, turn.reply.seq, incoming)
+        )
+    except compaction.CompactionRefused:
+        return None
+    await _compact(opened)
+    return await db.run(load_window, turn.conversation, turn.reply.seq)
 
 
 STEP_LIMIT_RESULT = "Not run: this turn reached its limit of model calls."
@@ -322,8 +341,10 @@ async def _close(turn, streaming, relay, received: _Received, status, error, goi
     preface = await relay.close()  # the bubble, if no frame has carried it yet
     local().unwatch_reply(turn.reply.pk)
     final = received.final if status == Message.Status.COMPLETE else None
+    state = received.state or turn.state  # the window the turn ended in
     reply = queue.finished(
         turn,
+        state=state,
         content=received.content(),
         status=status,
         # The last step's usage: its input holds every step before it, so it anchors the
@@ -333,7 +354,7 @@ async def _close(turn, streaming, relay, received: _Received, status, error, goi
         model=final.model if final else "",
         tool_runs=received.runs,
     )
-    after = turn.state.extended([reply.to_entry()], reply.usage)
+    after = state.extended([reply.to_entry()], reply.usage)
     try:
         closed = await hold(
             db.run(
@@ -342,7 +363,7 @@ async def _close(turn, streaming, relay, received: _Received, status, error, goi
                 reply,
                 after,
                 then=going_on,
-                compact=going_on and _compaction_due(turn, reply, after),
+                compact=going_on and _compaction_due(turn, state, reply, after),
             )
         )
     except Exception:
@@ -360,14 +381,14 @@ async def _close(turn, streaming, relay, received: _Received, status, error, goi
     return closed.claim.step
 
 
-def _compaction_due(turn: queue.Turn, reply: Message, after: WindowState) -> bool:
+def _compaction_due(turn: queue.Turn, state: WindowState, reply: Message, after) -> bool:
     """After a complete reply: has the window passed the auto-compaction threshold?"""
     if reply.status != Message.Status.COMPLETE or turn.has_draft:
         return False  # a draft waits for the user: do not knock again
     paused = turn.conversation.auto_compact_paused_until
     if paused is not None and paused > timezone.now():
         return False
-    last_post = turn.state.boundary.post_tokens if turn.state.boundary else None
+    last_post = state.boundary.post_tokens if state.boundary else None
     return needs_auto_compaction(after.tokens, after.budget, last_post)
 
 

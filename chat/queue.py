@@ -409,7 +409,7 @@ def save_final(reply: Message) -> Message:
 
 def _finish_row(reply: Message) -> bool:
     fields = ["content", "search_text", "status", "usage", "error", "tokens", "model"]
-    fields += ["tool_runs", "updated_at"]
+    fields += ["tool_runs", "window_boundary_id", "window_head_tokens", "updated_at"]
     reply.updated_at = timezone.now()
     reply.search_text = searchable_text(reply.content)
     values = [
@@ -426,12 +426,23 @@ def _finish_row(reply: Message) -> bool:
 
 
 def finished(
-    turn: Turn, *, content: list[dict], status: str, usage=None, error="", model="", tool_runs=None
+    turn: Turn,
+    *,
+    state: WindowState,
+    content: list[dict],
+    status: str,
+    usage=None,
+    error="",
+    model="",
+    tool_runs=None,
 ):
-    """The reply as it will be saved: its final content, status and usage, counted once."""
+    """The reply as it will be saved: its final content, status and usage, counted once, and
+    the window it ended in (a compaction mid-turn changes it), which its usage describes."""
     content = [b for b in content if b.get("type") != "text" or b.get("text")]
     return replace_message(
         turn.reply,
+        window_boundary_id=state.boundary.pk if state.boundary else None,
+        window_head_tokens=state.head_tokens,
         content=content,
         status=status,
         usage=usage,

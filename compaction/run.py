@@ -27,7 +27,7 @@ from . import summarise as brief
 from .clearing import Clearing, cleared, plan
 from .cut import choose_cut
 from .entries import Entry
-from .loading import WindowState, head_tokens
+from .loading import WindowState, head_tokens, load_window
 from .models import Compaction
 from .policy import Budget, auto_paused_until, must_compact_before_send
 from .tokens import CHARS_PER_TOKEN, window_total
@@ -66,8 +66,10 @@ def open_locked(
     trigger: str,
     instructions: str = "",
     before_reply: bool = False,
+    incoming: int = 0,
 ) -> Opened:
-    """Claim the conversation for one compaction. The caller holds the conversation's row lock."""
+    """Claim the conversation for one compaction. The caller holds the conversation's row lock.
+    `incoming`: tokens the next request adds on top of the window (a turn's steps so far)."""
     if before_reply:
         # The window no longer fits: a draft still waiting for review cannot hold up the request.
         # It stays in admin, marked, and this compaction commits directly.
@@ -92,7 +94,7 @@ def open_locked(
         raise CompactionRefused("A compaction is already running for this conversation.")
     if trigger == Compaction.Trigger.AUTO:
         clearing = plan(state.entries, state.budget.keep_tokens, settings.TOOL_CLEAR_MIN_CHARS)
-        if clearing is not None and _clearing_is_enough(state, clearing, before_reply):
+        if clearing is not None and _clearing_is_enough(state, clearing, before_reply, incoming):
             return Opened(_clear(conversation, state, clearing), conversation, state, [])
     cut = choose_cut(state.entries, state.budget.keep_tokens)
     if cut is None:
@@ -115,10 +117,12 @@ def open_locked(
     return Opened(row, conversation, state, older, before_reply)
 
 
-def _clearing_is_enough(state: WindowState, clearing: Clearing, before_reply: bool) -> bool:
+def _clearing_is_enough(
+    state: WindowState, clearing: Clearing, before_reply: bool, incoming: int
+) -> bool:
     after = state.tokens - clearing.saved
     if before_reply:
-        return not must_compact_before_send(after, 0, state.budget)
+        return not must_compact_before_send(after, incoming, state.budget)
     return after < state.budget.threshold
 
 
@@ -142,6 +146,21 @@ def _clear(conversation: Conversation, state: WindowState, clearing: Clearing) -
     )
     _count_auto_outcome(conversation.pk, failed=False)
     return row
+
+
+def open_mid_turn(conversation_id: int, reply_seq: int, incoming: int) -> Opened:
+    """Mid-turn, the steps so far (`incoming` tokens) leave no room for the next: compact the
+    window the reply answers, committing directly, as the check before a request does."""
+    with transaction.atomic():
+        conversation = Conversation.objects.locked(conversation_id)
+        state = load_window(conversation, before_seq=reply_seq)
+        return open_locked(
+            conversation,
+            state,
+            trigger=Compaction.Trigger.AUTO,
+            before_reply=True,
+            incoming=incoming,
+        )
 
 
 async def run(opened: Opened) -> Compaction:

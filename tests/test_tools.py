@@ -260,3 +260,47 @@ def test_the_demo_does_not_search_when_its_window_answers_or_no_tool_is_offered(
     unknown = [*window, {"role": "user", "content": "Where is the lighthouse?"}]
     assert compose("", unknown, can_search=True)[1] == "Where is the lighthouse?"
     assert compose("", unknown, can_search=False)[1] is None
+
+
+async def test_a_compaction_lands_between_two_steps_when_the_results_fill_the_window(
+    alice, conversation, fake_anthropic, settings
+):
+    from compaction.models import Compaction
+    from compaction.summarise import SYSTEM_PROMPT as SUMMARY_SYSTEM_PROMPT
+    from compaction.tokens import estimate_content
+
+    settings.CONTEXT_BUDGET_TOKENS = 4000  # reserve 400, tail 1,000
+    for seq in range(1, 5):  # about 670 estimated tokens each: the window fits, with room
+        content = [
+            {"type": "text", "text": f"Turn {seq}: " + " ".join(f"note{i}" for i in range(250))}
+        ]
+        await Message.objects.acreate(
+            conversation=conversation,
+            seq=seq,
+            role="user" if seq % 2 else "assistant",
+            content=content,
+            tokens=estimate_content(content),
+        )
+    # Reading them all back (about 2,700 tokens) leaves no room for the next step.
+    fake_anthropic.enqueue_tool_calls(
+        [], [("toolu_1", "read_messages", {"from_seq": 1, "to_seq": 4})]
+    )
+    fake_anthropic.enqueue_reply(["<summary>## Primary request and intent\nNotes.</summary>"])
+    fake_anthropic.enqueue_reply(["Read it all."])
+    frames = await turn(alice, conversation, "read the notes back to me", 6)
+
+    step1, summary_request, step2 = fake_anthropic.requests
+    assert summary_request["system"] == SUMMARY_SYSTEM_PROMPT
+    assert fake_anthropic.invalid == []
+    # The second step goes on in the compacted window: the summary, then this very turn whole.
+    head = json.dumps(step2["messages"][0])
+    assert "<summary>" in head and "Notes." in head
+    assert step2["messages"][-3]["content"][-1]["text"] == "read the notes back to me"
+    assert step2["messages"][-1]["content"][0]["tool_use_id"] == "toolu_1"
+    assert len(step2["messages"]) == 5  # summary pair, the message, the call, its result
+    row = await Compaction.objects.aget(conversation=conversation)
+    assert (row.status, row.trigger, row.first_kept_seq) == ("committed", "auto", 5)
+    saved = await reply(conversation, 6)
+    assert saved.status == "complete" and saved.content[-1]["text"] == "Read it all."
+    assert saved.window_boundary_id == row.pk  # its usage describes the compacted window
+    assert "Compacted (auto)" in "".join(frames)
