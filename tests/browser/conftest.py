@@ -7,6 +7,7 @@ ORM in-process, so pytest-django needs no test database here. Run them in their 
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import socket
@@ -78,14 +79,25 @@ def _wait_until_up(url: str, proc: subprocess.Popen, log: Path) -> None:
 @pytest.fixture(scope="session")
 def server():
     """The base URL of a live daphne serving the app from a fresh SQLite file."""
+    with serve() as base:
+        yield base
+
+
+@contextlib.contextmanager
+def serve(**overrides: str):
+    """A live daphne on a fresh SQLite file, with SERVER_ENV and these settings over it."""
     with tempfile.TemporaryDirectory(prefix="browser-tests-") as tmp:
         tmp_path = Path(tmp)
         port = _free_port()
         env = {k: v for k, v in os.environ.items() if k not in LEAKY_ENV}
-        env |= SERVER_ENV | {
-            "DATABASE_URL": f"sqlite:///{tmp_path / 'browser.sqlite3'}",
-            "PORT": str(port),
-        }
+        env |= (
+            SERVER_ENV
+            | overrides
+            | {
+                "DATABASE_URL": f"sqlite:///{tmp_path / 'browser.sqlite3'}",
+                "PORT": str(port),
+            }
+        )
         subprocess.run(
             [sys.executable, "manage.py", "migrate", "--noinput"],
             cwd=ROOT,

@@ -1,0 +1,50 @@
+"""Clearing old tool results, in a real browser: the demo model's searches fill a small window,
+and the auto-compaction that follows clears their results instead of summarising: a divider of
+its own kind, and the model view shows placeholders where the results were."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import expect
+
+from .conftest import new_context, new_conversation, signup, turn
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def small_window_server():
+    # Search results of a few hundred characters count as big here, and a 2,000-token window
+    # passes its threshold (1,200) after a handful of searching turns.
+    from .conftest import serve
+
+    with serve(
+        CONTEXT_BUDGET_TOKENS="2000", TOOL_CLEAR_MIN_CHARS="200", DEMO_WORD_DELAY_MS="0"
+    ) as base:
+        yield base
+
+
+def test_old_tool_results_are_cleared_with_a_divider_of_their_own(browser, small_window_server):
+    context = new_context(browser)
+    page = context.new_page()
+    try:
+        signup(page, small_window_server, "clara")
+        new_conversation(page)
+        turn(
+            page,
+            "Harbour notes: the pelican key is in the blue box, the osprey key in the red box.",
+        )
+        for bird in ("pelican", "osprey", "pelican", "osprey", "pelican", "osprey"):
+            turn(page, f"Which box holds the {bird} key today?")
+            if page.locator('#transcript .divider[data-kind="clear"]').count():
+                break
+        divider = page.locator('#transcript .divider[data-kind="clear"]')
+        expect(divider).to_have_count(1)
+        expect(divider.locator(".divider-title")).to_contain_text("Cleared")
+        expect(divider.locator(".divider-title")).to_contain_text("tool result")
+        assert page.locator('#transcript .divider[data-kind="summary"]').count() == 0
+        # The transcript still shows every result whole; the model sees placeholders.
+        page.click("#show-model-view")
+        expect(page.locator("#model-view")).to_contain_text("Tool result cleared from the window")
+    finally:
+        context.close()
