@@ -225,7 +225,8 @@ async def _stream(turn: queue.Turn, received: _Received, relay: DeltaRelay) -> N
     and stream the next step with their results, up to TOOL_STEP_LIMIT model calls."""
     model = turn.conversation.model
     client = providers.client_for(model)
-    supports_tools = client.capabilities(model).supports_tools
+    capabilities = client.capabilities(model)
+    supports_tools = capabilities.supports_tools
     box = await registry.toolbox(turn.conversation.disabled_tools) if supports_tools else None
     tools = box.definitions if box else ()
     context = Context(turn.conversation.owner_id, turn.conversation.pk, turn.reply.seq - 1)
@@ -244,12 +245,14 @@ async def _stream(turn: queue.Turn, received: _Received, relay: DeltaRelay) -> N
                     f"budget of {budget.total:,} even after compacting."
                 )
                 return
+        window = state.window()
         request = Request(
             model=model,
             system=state.system,
-            messages=state.window().messages + turn_messages(received.blocks),
+            messages=window.messages + turn_messages(received.blocks),
             max_tokens=max(1, min(settings.CHAT_MAX_TOKENS, budget.total - used)),
             tools=tools,
+            cache_head=window.head if capabilities.supports_caching else None,
         )
         final = await _step(client, request, turn, received, relay)
         received.blocks += final.content

@@ -199,11 +199,20 @@ async def summarise(
     max_chars: int = 6000,
 ) -> brief.SummaryResult:
     """One model call for the summary, falling back to rules on any fault. Never empty."""
-    if not client.capabilities(model).can_summarise:
+    capabilities = client.capabilities(model)
+    if not capabilities.can_summarise:
         # An offline stand-in cannot summarise; rules are the honest answer, not a failure.
         return brief.by_rules(entries, previous_summary, instructions, max_chars=max_chars)
     system, messages = brief.build_summary_request(entries, previous_summary, instructions)
-    request = Request(model=model, system=system, messages=messages, max_tokens=max_tokens)
+    request = Request(
+        model=model,
+        system=system,
+        messages=messages,
+        max_tokens=max_tokens,
+        # The summariser's instructions are the same every time; the transcript never is.
+        cache_head=0 if capabilities.supports_caching else None,
+        cache_latest=False,
+    )
     try:
         final = await providers.complete(client, request)
     except Exception as exc:  # provider faults of any kind fall back, never lose the turn

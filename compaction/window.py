@@ -33,6 +33,9 @@ class Window:
 
     system: str
     messages: list[dict] = field(hash=False)
+    # Leading messages that stay byte-identical until the next compaction (the summary pair):
+    # the end of a cacheable prefix (providers/caching.py).
+    head: int = 0
 
     def as_request(self) -> dict:
         return {"system": self.system, "messages": self.messages}
@@ -52,7 +55,10 @@ def assemble(
     """
     head = summary_pair(summary or "", pinned) if summary is not None or pinned else []
     body = [message for e in kept for message in entry_messages(e)]
-    return Window(system=system, messages=normalise(head + body))
+    messages = normalise(head + body)
+    # The pair survives normalising as it is (the body after it starts with a user message).
+    intact = head and messages[: len(head)] == head
+    return Window(system=system, messages=messages, head=len(head) if intact else 0)
 
 
 def summary_pair(summary: str, pinned: Sequence[Entry] = ()) -> list[dict]:

@@ -26,6 +26,7 @@ import anthropic
 import httpx2
 from anthropic import AsyncStream
 
+from .caching import with_breakpoints
 from .values import (
     Capabilities,
     Event,
@@ -125,12 +126,21 @@ class AnthropicClient:
                 # model is the operator's choice, so say it in the log instead of raising under
                 # `-W error` or repeating it on every turn.
                 warnings.simplefilter("always")
+                system, messages, tools = request.system, request.messages, list(request.tools)
+                if request.cache_head is not None:
+                    system, messages, tools = with_breakpoints(
+                        system,
+                        messages,
+                        tools,
+                        head=request.cache_head,
+                        latest=request.cache_latest,
+                    )
                 manager = client.messages.stream(
                     model=request.model,
                     max_tokens=request.max_tokens,
-                    system=request.system or anthropic.omit,
-                    messages=request.messages,
-                    tools=list(request.tools) or anthropic.omit,
+                    system=system or anthropic.omit,
+                    messages=messages,
+                    tools=tools or anthropic.omit,
                 )
             for w in caught:
                 _log_once(str(w.message))

@@ -19,6 +19,11 @@ class Request:
     messages: list[dict] = field(hash=False)
     max_tokens: int = 4096
     tools: tuple[dict, ...] = ()
+    # Prompt caching (providers/caching.py), for providers that support it: None sends no
+    # breakpoints; else the number of leading messages that stay byte-identical until the next
+    # compaction (the summary pair: 2, or 0), and whether the latest message is one too.
+    cache_head: int | None = None
+    cache_latest: bool = True
 
 
 @dataclass(frozen=True)

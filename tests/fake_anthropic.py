@@ -13,7 +13,9 @@ assert on `.requests`, the JSON bodies the server received.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import math
 import threading
 import time
 from collections import deque
@@ -41,6 +43,8 @@ class _Script:
     message: str = ""
     report_usage: bool = True  # False: like servers that send no usage at all
     tools: list[dict] = field(default_factory=list)  # {"id", "name", "input_parts"} after the text
+    # No usage scripted: report the request's own count, cache reads and writes included.
+    counted: bool = False
 
 
 def _usage(usage: dict[str, int] | None, chunks: list[str]) -> dict[str, int]:
@@ -82,7 +86,15 @@ class _Handler(BaseHTTPRequestHandler):
             fake.invalid.append(problem)
             self._send_json(400, _error_body("invalid_request_error", problem))
             return
+        try:
+            counted = fake.cache.account(body) if fake.cache is not None else {}
+        except CacheRuleError as exc:
+            fake.invalid.append(str(exc))
+            self._send_json(400, _error_body("invalid_request_error", str(exc)))
+            return
         script = fake._take(body, dict(self.headers.items()))
+        if script.counted:
+            script.usage = {**script.usage, **counted}
         try:
             self._answer(script, body)
         except (BrokenPipeError, ConnectionResetError):
@@ -267,6 +279,110 @@ def invalid_request(body: dict) -> str:
     return ""
 
 
+def system_text(body: dict) -> str:
+    """A request's system prompt as text (sent as a string, or as blocks to mark for caching)."""
+    system = body.get("system") or ""
+    if isinstance(system, str):
+        return system
+    return "".join(b.get("text", "") for b in system)
+
+
+def breakpoints(body: dict) -> int:
+    """How many blocks of a request carry cache_control."""
+    return len(_units(body)[1])
+
+
+class CacheRuleError(Exception):
+    """A request that breaks the prompt-caching rules (the real API answers 400)."""
+
+
+class PromptCache:
+    """Prompt caching as the API does it, closely enough for the figures to mean something.
+
+    A request is a sequence of blocks in the API's order: tools, then system, then each
+    message's content blocks. A block with `cache_control` is a breakpoint (at most 4, each
+    `{"type": "ephemeral"}`, never on an empty text block). The prefix up to each breakpoint is
+    written to the cache (if it has at least `min_tokens`); a later request whose prefix up to
+    one of its breakpoints is byte-identical reads it, refreshing its 5-minute life. Usage
+    reports the tokens read, written and the rest apart, as `usage.input_tokens` excludes reads
+    and writes. Tokens are counted as a quarter of the characters of each block's JSON.
+    """
+
+    TTL = 300.0
+    MAX_BREAKPOINTS = 4
+
+    def __init__(self, min_tokens: int = 1024) -> None:
+        self.min_tokens = min_tokens
+        self._entries: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    def account(self, body: dict) -> dict[str, int]:
+        units, marks = _units(body)
+        if len(marks) > self.MAX_BREAKPOINTS:
+            raise CacheRuleError(
+                f"A maximum of {self.MAX_BREAKPOINTS} blocks with cache_control may be "
+                f"provided. Found {len(marks)}."
+            )
+        sizes = [math.ceil(len(text) / 4) for text in units]
+        digests, running = [], hashlib.sha256()
+        for text in units:
+            running.update(text.encode())
+            digests.append(running.copy().hexdigest())
+        total, now = sum(sizes), time.monotonic()
+        read_end = 0  # units [0, read_end) read from the cache
+        with self._lock:
+            for mark in reversed(marks):
+                expires = self._entries.get(digests[mark])
+                if expires is not None and expires > now:
+                    self._entries[digests[mark]] = now + self.TTL
+                    read_end = mark + 1
+                    break
+            written_end = read_end
+            for mark in marks:
+                if mark + 1 > read_end and sum(sizes[: mark + 1]) >= self.min_tokens:
+                    self._entries[digests[mark]] = now + self.TTL
+                    written_end = mark + 1
+        read = sum(sizes[:read_end])
+        written = sum(sizes[read_end:written_end])
+        return {
+            "input_tokens": max(1, total - read - written),
+            "cache_read_input_tokens": read,
+            "cache_creation_input_tokens": written,
+        }
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+
+def _units(body: dict) -> tuple[list[str], list[int]]:
+    """The request's blocks in cache order, as canonical JSON without their cache_control, and
+    the indices of those that carried one."""
+    blocks: list[tuple[str, dict]] = [("tool", t) for t in body.get("tools") or []]
+    system = body.get("system")
+    if isinstance(system, str):
+        blocks.append(("system", {"type": "text", "text": system}))
+    elif isinstance(system, list):
+        blocks += [("system", b) for b in system]
+    for i, message in enumerate(body.get("messages") or []):
+        content = message.get("content")
+        if isinstance(content, str):
+            content = [{"type": "text", "text": content}]
+        blocks += [(f"{i}:{message.get('role')}", b) for b in content or [] if isinstance(b, dict)]
+    units, marks = [], []
+    for index, (where, block) in enumerate(blocks):
+        control = block.get("cache_control")
+        if control is not None:
+            if not isinstance(control, dict) or control.get("type") != "ephemeral":
+                raise CacheRuleError(f"{where}: cache_control must be {{'type': 'ephemeral'}}")
+            if block.get("type") == "text" and not str(block.get("text", "")).strip():
+                raise CacheRuleError(f"{where}: cache_control cannot be set on an empty text block")
+            marks.append(index)
+        plain = {k: v for k, v in block.items() if k != "cache_control"}
+        units.append(where + json.dumps(plain, sort_keys=True, ensure_ascii=False))
+    return units, marks
+
+
 def _error_body(error_type: str, message: str) -> dict:
     return {"type": "error", "error": {"type": error_type, "message": message}}
 
@@ -299,6 +415,7 @@ class FakeAnthropic:
         self.requests: list[dict] = []  # JSON bodies of POST /v1/messages, in arrival order
         self.headers: list[dict[str, str]] = []  # their headers, same order
         self.invalid: list[str] = []  # requests refused with 400, and why
+        self.cache = PromptCache()
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -338,8 +455,11 @@ class FakeAnthropic:
         stop_reason: str = "end_turn",
         delay: float = 0.0,
     ) -> None:
-        """A complete streamed reply: one text_delta per chunk, `delay` seconds between them."""
-        self._push(_Script("reply", list(chunks), _usage(usage, chunks), stop_reason, delay=delay))
+        """A complete streamed reply: one text_delta per chunk, `delay` seconds between them.
+        Without `usage`, it reports the request's own count (cache reads and writes apart)."""
+        script = _Script("reply", list(chunks), _usage(usage, chunks), stop_reason, delay=delay)
+        script.counted = usage is None
+        self._push(script)
 
     def enqueue_without_usage(self, chunks: list[str]) -> None:
         """A streamed reply whose events carry no usage at all (some compatible servers)."""
@@ -368,7 +488,9 @@ class FakeAnthropic:
             }
             for tool_id, name, arguments in calls
         ]
-        self._push(_Script("reply", list(chunks), _usage(None, chunks), "tool_use", tools=tools))
+        script = _Script("reply", list(chunks), _usage(None, chunks), "tool_use", tools=tools)
+        script.counted = True
+        self._push(script)
 
     def enqueue_status(self, status: int, error_type: str, message: str) -> None:
         """An HTTP error with the API's JSON error body, e.g. 529 overloaded_error."""
@@ -402,7 +524,9 @@ class FakeAnthropic:
             self.headers.append({k.lower(): v for k, v in headers.items()})
             if self._queue:
                 return self._queue.popleft()
-        return _Script("reply", list(DEFAULT_CHUNKS), _usage(None, DEFAULT_CHUNKS))
+        script = _Script("reply", list(DEFAULT_CHUNKS), _usage(None, DEFAULT_CHUNKS))
+        script.counted = True
+        return script
 
 
 @pytest.fixture
@@ -444,6 +568,7 @@ class _Standalone(FakeAnthropic):
     def __init__(self, chunks: list[str]) -> None:
         super().__init__()
         self._chunks = chunks
+        self.cache = None  # a load benchmark's provider stays cheap: no accounting
 
     def _take(self, body: dict, headers: dict[str, str]) -> _Script:
         return _Script("reply", list(self._chunks), _usage(None, self._chunks))

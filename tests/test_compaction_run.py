@@ -16,6 +16,7 @@ from compaction.models import Compaction
 from compaction.run import CompactionRefused
 from compaction.snapshot import _cache
 from compaction.window import SUMMARY_INTRO
+from tests.fake_anthropic import system_text
 from tests.fakes import FakeClient
 from tests.transcripts import add_turns, snapshot
 
@@ -360,7 +361,7 @@ async def test_the_summary_request_reaches_an_anthropic_server_structured(
     sent = fake_anthropic.requests[-1]
     body = sent["messages"][0]["content"]
     text = body if isinstance(body, str) else body[0]["text"]
-    assert "running brief" in sent["system"]
+    assert "running brief" in system_text(sent)
     assert "<transcript>" in text and "</transcript>" in text
     assert all(f"## {name}" in text for name in SECTIONS)
     assert "<analysis>" not in row.summary

@@ -8,6 +8,7 @@ import pytest
 
 from chat.models import Message
 from tests.conftest import receive_until, socket_for
+from tests.fake_anthropic import system_text
 from tests.waiting import settle
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("channel_layer")]
@@ -41,10 +42,10 @@ async def test_a_streamed_reply_is_saved_with_the_api_usage(alice, conversation,
     assert (reply.status, reply.text) == ("complete", "Streamed reply")
     assert reply.usage["input_tokens"] == 120 and reply.usage["output_tokens"] == 7
     sent = fake_anthropic.requests[0]
-    assert sent["system"] == "Be brief."
-    assert sent["messages"] == [
-        {"role": "user", "content": [{"type": "text", "text": "hello over SSE"}]}
-    ]
+    assert system_text(sent) == "Be brief."
+    # The latest message is the moving prompt-cache breakpoint.
+    text = {"type": "text", "text": "hello over SSE", "cache_control": {"type": "ephemeral"}}
+    assert sent["messages"] == [{"role": "user", "content": [text]}]
 
 
 async def test_an_overloaded_529_keeps_the_message_and_says_so(alice, conversation, fake_anthropic):

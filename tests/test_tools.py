@@ -11,6 +11,7 @@ import pytest
 
 from chat.models import Message
 from tests.conftest import receive_until, shows, socket_for
+from tests.fake_anthropic import system_text
 from tests.waiting import settle
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("channel_layer")]
@@ -290,7 +291,7 @@ async def test_a_compaction_lands_between_two_steps_when_the_results_fill_the_wi
     frames = await turn(alice, conversation, "read the notes back to me", 6)
 
     step1, summary_request, step2 = fake_anthropic.requests
-    assert summary_request["system"] == SUMMARY_SYSTEM_PROMPT
+    assert system_text(summary_request) == SUMMARY_SYSTEM_PROMPT
     assert fake_anthropic.invalid == []
     # The second step goes on in the compacted window: the summary, then this very turn whole.
     head = json.dumps(step2["messages"][0])
