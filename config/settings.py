@@ -253,6 +253,8 @@ if LLM_PROVIDER not in {"", "anthropic", "demo"}:
 CHAT_MODEL = env_str("CHAT_MODEL", "claude-sonnet-5")
 CHAT_MAX_TOKENS = env_int("CHAT_MAX_TOKENS", 4096)
 LLM_TIMEOUT_SECONDS = env_int("LLM_TIMEOUT_SECONDS", 120)
+# Prompt-cache breakpoints on every request (providers/caching.py); off sends none.
+PROMPT_CACHING = env_bool("PROMPT_CACHING", True)
 LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 2, minimum=0)
 # A streaming reply's text goes out to the browsers at most this often (deltas are coalesced),
 # so the cost of fanning it out does not grow with the number of tokens.

@@ -41,12 +41,13 @@ def client_for(model: str):
         settings.ANTHROPIC_BASE_URL or "",
         int(settings.LLM_MAX_RETRIES),
         float(settings.LLM_TIMEOUT_SECONDS),
+        bool(settings.PROMPT_CACHING),
     )
     client = _anthropic.get(config)
     if client is None:
-        key, base_url, retries, timeout = config
+        key, base_url, retries, timeout, caching = config
         client = AnthropicClient(
-            api_key=key, base_url=base_url, max_retries=retries, timeout=timeout
+            api_key=key, base_url=base_url, max_retries=retries, timeout=timeout, caching=caching
         )
         _anthropic[config] = client
     return client

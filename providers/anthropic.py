@@ -92,8 +92,10 @@ class AnthropicClient:
         base_url: str = "",
         max_retries: int = 2,
         timeout: float = 120,
+        caching: bool = True,
     ) -> None:
         self.timeout = timeout
+        self.caching = caching
         if not api_key and base_url:
             api_key = PLACEHOLDER_API_KEY
         # An explicit key (never None) also keeps the SDK from reading credentials of its own
@@ -110,7 +112,10 @@ class AnthropicClient:
             DEFAULT_CONTEXT_WINDOW,
         )
         return Capabilities(
-            context_window=window, can_summarise=True, supports_caching=True, supports_tools=True
+            context_window=window,
+            can_summarise=True,
+            supports_caching=self.caching,
+            supports_tools=True,
         )
 
     async def stream(self, request: Request) -> AsyncIterator[Event]:

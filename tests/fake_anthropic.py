@@ -93,6 +93,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(400, _error_body("invalid_request_error", str(exc)))
             return
         script = fake._take(body, dict(self.headers.items()))
+        if fake.cache is not None:
+            fake.counts.append(counted)
         if script.counted:
             script.usage = {**script.usage, **counted}
         try:
@@ -303,13 +305,15 @@ class PromptCache:
     message's content blocks. A block with `cache_control` is a breakpoint (at most 4, each
     `{"type": "ephemeral"}`, never on an empty text block). The prefix up to each breakpoint is
     written to the cache (if it has at least `min_tokens`); a later request whose prefix up to
-    one of its breakpoints is byte-identical reads it, refreshing its 5-minute life. Usage
+    one of its breakpoints, or one of the 20 block boundaries before it, is byte-identical
+    reads it, refreshing its 5-minute life. Usage
     reports the tokens read, written and the rest apart, as `usage.input_tokens` excludes reads
     and writes. Tokens are counted as a quarter of the characters of each block's JSON.
     """
 
     TTL = 300.0
     MAX_BREAKPOINTS = 4
+    LOOKBACK = 20
 
     def __init__(self, min_tokens: int = 1024) -> None:
         self.min_tokens = min_tokens
@@ -331,11 +335,16 @@ class PromptCache:
         total, now = sum(sizes), time.monotonic()
         read_end = 0  # units [0, read_end) read from the cache
         with self._lock:
+            # Like the API, a breakpoint also finds a prefix cached at any of the LOOKBACK
+            # block boundaries before it: a moving breakpoint reads what the last request wrote.
             for mark in reversed(marks):
-                expires = self._entries.get(digests[mark])
-                if expires is not None and expires > now:
-                    self._entries[digests[mark]] = now + self.TTL
-                    read_end = mark + 1
+                for end in range(mark, max(-1, mark - self.LOOKBACK), -1):
+                    expires = self._entries.get(digests[end])
+                    if expires is not None and expires > now:
+                        self._entries[digests[end]] = now + self.TTL
+                        read_end = end + 1
+                        break
+                if read_end:
                     break
             written_end = read_end
             for mark in marks:
@@ -416,6 +425,7 @@ class FakeAnthropic:
         self.headers: list[dict[str, str]] = []  # their headers, same order
         self.invalid: list[str] = []  # requests refused with 400, and why
         self.cache = PromptCache()
+        self.counts: list[dict] = []  # each request's input: plain, read from cache, written
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
