@@ -17,6 +17,37 @@ from django.db import models
 from compaction.entries import Entry
 from search.text import searchable_text
 
+USAGE_COLUMNS = {
+    "input_tokens": "input_tokens",
+    "output_tokens": "output_tokens",
+    "cache_read_tokens": "cache_read_input_tokens",
+    "cache_creation_tokens": "cache_creation_input_tokens",
+}
+
+
+class UsageColumns(models.Model):
+    """The API's usage of a model call, as columns (None: nothing usable was reported; zero or
+    missing usage is unknown, never a figure). `usage` reads and writes them as the API's dict."""
+
+    input_tokens = models.PositiveIntegerField(null=True, blank=True)
+    output_tokens = models.PositiveIntegerField(null=True, blank=True)
+    cache_read_tokens = models.PositiveIntegerField(null=True, blank=True)
+    cache_creation_tokens = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        abstract = True
+
+    @property
+    def usage(self) -> dict | None:
+        if self.input_tokens is None:
+            return None
+        return {key: getattr(self, column) or 0 for column, key in USAGE_COLUMNS.items()}
+
+    @usage.setter
+    def usage(self, value: dict | None) -> None:
+        for column, key in USAGE_COLUMNS.items():
+            setattr(self, column, int(value.get(key) or 0) if value else None)
+
 
 class ConversationQuerySet(models.QuerySet):
     def owned_by(self, user) -> ConversationQuerySet:
@@ -60,7 +91,7 @@ class Conversation(models.Model):
         return self.title
 
 
-class Message(models.Model):
+class Message(UsageColumns):
     class Role(models.TextChoices):
         USER = "user"
         ASSISTANT = "assistant"
@@ -81,7 +112,6 @@ class Message(models.Model):
     content = models.JSONField(default=list)  # Anthropic content blocks
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.COMPLETE)
     error = models.TextField(blank=True)
-    usage = models.JSONField(null=True, blank=True)  # the API's usage for an assistant reply
     model = models.CharField(max_length=100, blank=True)
     tokens = models.PositiveIntegerField(default=0)  # estimated once, when saved
     # A reply's tool calls as they ran, by tool_use id: {"ms": duration}. The content blocks

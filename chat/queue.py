@@ -37,7 +37,7 @@ from compaction.tokens import estimate_content, estimate_text
 from search.text import searchable_text
 
 from .errors import ActionError
-from .models import Conversation, Message
+from .models import USAGE_COLUMNS, Conversation, Message
 
 DEFAULT_TITLE = Conversation._meta.get_field("title").default
 TITLE_CHARS = 60
@@ -408,7 +408,7 @@ def save_final(reply: Message) -> Message:
 
 
 def _finish_row(reply: Message) -> bool:
-    fields = ["content", "search_text", "status", "usage", "error", "tokens", "model"]
+    fields = ["content", "search_text", "status", *USAGE_COLUMNS, "error", "tokens", "model"]
     fields += ["tool_runs", "window_boundary_id", "window_head_tokens", "updated_at"]
     reply.updated_at = timezone.now()
     reply.search_text = searchable_text(reply.content)

@@ -38,7 +38,8 @@ class CompactionAdmin(admin.ModelAdmin):
                     ("cleared_before_seq", "cleared_count"),
                     ("summariser", "edited"),
                     "error",
-                    ("duration_ms", "usage"),
+                    "duration_ms",
+                    ("input_tokens", "output_tokens", "cache_read_tokens", "cache_creation_tokens"),
                     ("created_at", "updated_at"),
                 ]
             },

@@ -8,7 +8,6 @@ the window, never by the length of the conversation.
 
 from __future__ import annotations
 
-import json
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
@@ -19,7 +18,7 @@ from django.db import connection
 from django.utils import timezone
 
 import providers
-from chat.models import Conversation, Message
+from chat.models import USAGE_COLUMNS, Conversation, Message
 
 from .chart import sawtooth_svg
 from .clearing import cleared
@@ -255,8 +254,9 @@ def load_panel(conversation: Conversation, state: WindowState) -> Panel:
 
 # Replies before the current boundary never change: their points are read once per boundary.
 _EARLIER_SQL = (
-    "SELECT usage FROM chat_message WHERE conversation_id = %s AND role = 'assistant' "
-    "AND usage IS NOT NULL AND seq < %s ORDER BY seq DESC LIMIT %s"
+    "SELECT input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens "
+    "FROM chat_message WHERE conversation_id = %s AND role = 'assistant' "
+    "AND input_tokens IS NOT NULL AND seq < %s ORDER BY seq DESC LIMIT %s"
 )
 _earlier: OrderedDict[tuple[int, int], list[int]] = OrderedDict()
 _earlier_lock = threading.Lock()
@@ -273,7 +273,10 @@ def _earlier_points(conversation_id: int, boundary: Compaction | None) -> list[i
             return _earlier[key]
     with connection.cursor() as cursor:
         cursor.execute(_EARLIER_SQL, [conversation_id, boundary.first_kept_seq, CHART_TURNS])
-        usages = [json.loads(u) if isinstance(u, str) else u for (u,) in cursor.fetchall()]
+        usages = [
+            Message(**dict(zip(USAGE_COLUMNS, counts, strict=True))).usage
+            for counts in cursor.fetchall()
+        ]
     points = [t for t in (usage_input_total(u) for u in reversed(usages)) if t > 0]
     with _earlier_lock:
         _earlier[key] = points

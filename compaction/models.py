@@ -10,10 +10,10 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Q
 
-from chat.models import Conversation
+from chat.models import Conversation, UsageColumns
 
 
-class Compaction(models.Model):
+class Compaction(UsageColumns):
     class Trigger(models.TextChoices):
         MANUAL = "manual"
         AUTO = "auto"
@@ -49,7 +49,6 @@ class Compaction(models.Model):
     status = models.CharField(max_length=12, choices=Status.choices, default=Status.RUNNING)
     error = models.TextField(blank=True)
     duration_ms = models.PositiveIntegerField(default=0)
-    usage = models.JSONField(null=True, blank=True)
     # The user changed the model's summary before approving it (review mode).
     edited = models.BooleanField(default=False)
     # Liveness of a running compaction (see Message.heartbeat_at).

@@ -20,7 +20,7 @@ from django.utils import timezone
 
 import providers
 from chat import db
-from chat.models import Conversation
+from chat.models import USAGE_COLUMNS, Conversation
 from providers.values import Request
 
 from . import summarise as brief
@@ -273,7 +273,7 @@ def close(opened: Opened, result: brief.SummaryResult, duration_ms: int, *, revi
         "summary",
         "raw_output",
         "summariser",
-        "usage",
+        *USAGE_COLUMNS,
         "error",
         "duration_ms",
         "post_tokens",

@@ -336,7 +336,8 @@ def test_pinning_an_old_message_moves_the_count_even_with_an_anchor(conversation
     )
     before = load_window(conversation)
     Message.objects.filter(conversation=conversation, seq=12).update(
-        usage={"input_tokens": before.tokens, "output_tokens": 50},
+        input_tokens=before.tokens,
+        output_tokens=50,
         window_boundary_id=boundary.pk,
         window_head_tokens=before.head_tokens,
     )
