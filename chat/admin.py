@@ -1,8 +1,19 @@
 """Transcripts are read-only in the admin: they are the record of what was said."""
 
 from django.contrib import admin
+from django.db.models import IntegerField, OuterRef, Subquery, Sum, Value
+from django.db.models.functions import Coalesce
 
-from .models import Conversation, Message, Pin
+from compaction.models import Compaction
+from providers.prices import cost
+
+from .models import USAGE_COLUMNS, Conversation, Message, Pin
+
+
+def _summed(model, column: str):
+    rows = model.objects.filter(conversation=OuterRef("pk")).order_by().values("conversation")
+    total = rows.annotate(total=Sum(column)).values("total")
+    return Coalesce(Subquery(total, output_field=IntegerField()), Value(0))
 
 
 class ReadOnlyMixin:
@@ -30,16 +41,31 @@ class ConversationAdmin(admin.ModelAdmin):
         "owner",
         "model",
         "review_compactions",
+        "cost",
         "updated_at",
         "deleted_at",
     ]
-    list_filter = ["model", "review_compactions"]
+    list_filter = ["model", "review_compactions", "owner"]
     search_fields = ["title", "owner__username"]
     readonly_fields = ["owner", "model", "created_at", "updated_at", "deleted_at"]
     inlines = [MessageInline]
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return False  # deleting would cascade to the append-only transcript
+
+    def get_queryset(self, request):
+        # Usage of its replies and summary calls, summed in the same query as the list.
+        sums = {
+            f"spent_{column}": _summed(Message, column) + _summed(Compaction, column)
+            for column in USAGE_COLUMNS
+        }
+        return super().get_queryset(request).annotate(**sums)
+
+    @admin.display(description="Cost (USD)")
+    def cost(self, obj: Conversation) -> str:
+        usage = Message(**{c: getattr(obj, f"spent_{c}") for c in USAGE_COLUMNS}).usage
+        dollars = cost(usage, obj.model)
+        return "-" if dollars is None else f"{dollars:,.4f}"
 
 
 @admin.register(Message)

@@ -86,12 +86,12 @@ def compaction_outcome(row: Compaction, panel: Panel, conversation: Conversation
     if row.status == Compaction.Status.COMMITTED:
         parts.append(
             f'<div hx-swap-oob="beforebegin:#msg-{row.divider_seq}">'
-            + _part("divider", {"row": row})
+            + _part("divider", {"row": row, "conversation": conversation})
             + "</div>"
         )
         parts.append(_part("review", {"draft": None, "oob": True}))
     elif row.status == Compaction.Status.UNDONE:
-        parts.append(_part("divider", {"row": row, "oob": True}))
+        parts.append(_part("divider", {"row": row, "conversation": conversation, "oob": True}))
     elif row.status == Compaction.Status.DRAFT:
         parts.append(_part("review", {"draft": row, "oob": True}))
     elif row.status == Compaction.Status.DISCARDED:

@@ -19,6 +19,7 @@ from django.utils import timezone
 
 import providers
 from chat.models import USAGE_COLUMNS, Conversation, Message
+from providers.prices import cost
 
 from .chart import sawtooth_svg
 from .clearing import cleared
@@ -179,6 +180,73 @@ def state_of(
 # --- the context panel's figures ---------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class Spend:
+    """What some model calls cost: dollars (None: a model with no price), and the share of
+    their input read from the prompt cache."""
+
+    dollars: float | None
+    cached_share: float | None
+
+    @classmethod
+    def of(cls, usage: dict | None, model: str) -> Spend | None:
+        if not usage:
+            return None
+        total = usage_input_total(usage)
+        share = usage.get("cache_read_input_tokens", 0) / total if total else None
+        return cls(cost(usage, model), share)
+
+    @property
+    def money(self) -> str:
+        return f"${self.dollars:,.4f}" if self.dollars is not None else "unknown"
+
+    @property
+    def shown(self) -> str:
+        if self.cached_share is None:
+            return self.money
+        return f"{self.money} · {self.cached_share:.0%} of input from cache"
+
+
+@dataclass(frozen=True)
+class Spent:
+    """The conversation's spend in all (replies and summaries) and its latest turn's."""
+
+    total: Spend | None
+    last: Spend | None
+
+
+# Usage summed over the conversation's replies and summary calls, and its latest reply's: one
+# statement, on the conversation's index.
+_SPENT_SQL = """
+SELECT 0, SUM(input_tokens), SUM(output_tokens), SUM(cache_read_tokens),
+       SUM(cache_creation_tokens)
+FROM (SELECT input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens
+      FROM chat_message WHERE conversation_id = %(c)s AND input_tokens IS NOT NULL
+      UNION ALL
+      SELECT input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens
+      FROM compaction_compaction WHERE conversation_id = %(c)s AND input_tokens IS NOT NULL) t
+UNION ALL
+SELECT * FROM (SELECT 1, input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens
+               FROM chat_message WHERE conversation_id = %(c)s AND input_tokens IS NOT NULL
+               ORDER BY seq DESC LIMIT 1) latest
+"""
+
+
+def load_spent(conversation: Conversation) -> Spent:
+    with connection.cursor() as cursor:
+        cursor.execute(_SPENT_SQL, {"c": conversation.pk})
+        found = {which: counts for which, *counts in cursor.fetchall()}
+
+    def spend(counts) -> Spend | None:
+        if not counts or counts[0] is None:
+            return None
+        return Spend.of(
+            Message(**dict(zip(USAGE_COLUMNS, counts, strict=True))).usage, conversation.model
+        )
+
+    return Spent(spend(found.get(0)), spend(found.get(1)))
+
+
 @dataclass
 class Panel:
     """Numbers for the context panel: the meter, its breakdown, the sawtooth, the boundaries."""
@@ -196,6 +264,7 @@ class Panel:
     chart_capped: bool  # the chart shows only the latest CHART_TURNS replies
     draft: Compaction | None
     paused_until: datetime | None
+    spent: Spent | None = None
 
     # Formatted here rather than with template filters: the figures are drawn after every reply.
 
@@ -308,4 +377,5 @@ def load_figures(conversation: Conversation, state: WindowState) -> Panel:
         draft=None,
         # An expired pause is no pause: say so only while it holds.
         paused_until=paused if paused and paused > timezone.now() else None,
+        spent=load_spent(conversation),
     )

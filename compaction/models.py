@@ -73,6 +73,11 @@ class Compaction(UsageColumns):
         return f"{self.trigger} compaction of {self.conversation_id} ({self.status})"
 
     @property
+    def saved_tokens(self) -> int:
+        """Tokens every request after it no longer carries (until the window grows back)."""
+        return max(self.pre_tokens - self.post_tokens, 0)
+
+    @property
     def divider_seq(self) -> int | None:
         """The message the page shows this boundary's divider above: the first one kept
         verbatim, or for a clearing the first one whose results are kept."""

@@ -64,6 +64,27 @@ def env_list(name: str, default: str) -> list[str]:
     return [item.strip() for item in env_str(name, default).split(",") if item.strip()]
 
 
+def env_prices(name: str, default: dict[str, list[float]]) -> dict[str, list[float]]:
+    """A price table as JSON: {"model-prefix": [input, output], ...}, dollars per million."""
+    raw = env_str(name).strip()
+    if not raw:
+        return default
+    try:
+        prices = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ImproperlyConfigured(f"{name} must be a JSON object: {exc}") from None
+    if not isinstance(prices, dict) or not all(
+        isinstance(v, list)
+        and len(v) == 2
+        and all(isinstance(x, int | float) and x >= 0 for x in v)
+        for v in prices.values()
+    ):
+        raise ImproperlyConfigured(
+            f"{name} must map model prefixes to [input, output] dollars per million tokens"
+        )
+    return prices
+
+
 def env_mcp_servers(name: str) -> dict[str, dict]:
     """MCP servers as JSON: {"time": {"command": "python3", "args": ["-m", "mcp_server_time"],
     "env": {...}}, ...}; names of letters, digits, - and _."""
@@ -253,6 +274,13 @@ if LLM_PROVIDER not in {"", "anthropic", "demo"}:
 CHAT_MODEL = env_str("CHAT_MODEL", "claude-sonnet-5")
 CHAT_MAX_TOKENS = env_int("CHAT_MAX_TOKENS", 4096)
 LLM_TIMEOUT_SECONDS = env_int("LLM_TIMEOUT_SECONDS", 120)
+# Dollars per million tokens [input, output] by model-name prefix (providers/prices.py); cache
+# reads are billed at 0.1x input, writes at 1.25x. Defaults from the public price list; check
+# them against your contract and override as JSON.
+MODEL_PRICES = env_prices(
+    "MODEL_PRICES",
+    {"claude-opus": [15, 75], "claude-sonnet": [3, 15], "claude-haiku": [1, 5]},
+)
 # Prompt-cache breakpoints on every request (providers/caching.py); off sends none.
 PROMPT_CACHING = env_bool("PROMPT_CACHING", True)
 LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 2, minimum=0)

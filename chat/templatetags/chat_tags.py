@@ -10,6 +10,7 @@ from django.utils.html import escape, format_html, linebreaks
 from django.utils.safestring import SafeString, mark_safe
 
 from chat.markdown import render_markdown
+from compaction.loading import Spend
 from compaction.tokens import block_text
 from search.text import marked
 
@@ -99,3 +100,9 @@ def _duration(ms) -> str:
 def search_marks(snippet: str) -> SafeString:
     """A search snippet with its matched words in <mark>: escaped first, then marked."""
     return mark_safe(marked(escape(snippet), "<mark>", "</mark>"))  # noqa: S308 - escaped
+
+
+@register.filter
+def spend(row, model: str):
+    """What a compaction's summary call cost (None: no call, or no usage reported)."""
+    return Spend.of(row.usage, model)

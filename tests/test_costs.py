@@ -1,0 +1,109 @@
+"""What a conversation costs: usage in columns, priced from the table per model (cache reads at
+0.1x, writes at 1.25x), shown in the context panel, on dividers and in the admin."""
+
+from __future__ import annotations
+
+import pytest
+from django.core.exceptions import ImproperlyConfigured
+
+from chat.models import Conversation, Message
+from compaction.loading import load_spent
+from compaction.models import Compaction
+from config.settings import env_prices
+from providers.prices import cost, price_of
+
+pytestmark = pytest.mark.django_db
+
+USAGE = {
+    "input_tokens": 1_000,
+    "output_tokens": 500,
+    "cache_read_input_tokens": 10_000,
+    "cache_creation_input_tokens": 2_000,
+}
+
+
+def test_the_longest_prefix_prices_a_model_and_unknown_models_cost_unknown(settings):
+    settings.MODEL_PRICES = {"claude": [1, 2], "claude-sonnet": [3, 15]}
+    assert price_of("claude-sonnet-5") == (3, 15)
+    assert price_of("claude-other") == (1, 2)
+    assert price_of("demo") is None and cost(USAGE, "demo") is None
+    # 1,000 plain + 10,000 read at 0.1 + 2,000 written at 1.25 = 4,500 input-equivalent.
+    assert cost(USAGE, "claude-sonnet-5") == pytest.approx(4_500 * 3e-6 + 500 * 15e-6)
+    assert cost(None, "claude-sonnet-5") is None
+
+
+@pytest.mark.parametrize("raw", ["nope", '{"claude": 3}', '{"claude": [1, -2]}', '{"c": [1]}'])
+def test_a_malformed_price_table_stops_start_up(monkeypatch, raw):
+    monkeypatch.setenv("MODEL_PRICES", raw)
+    with pytest.raises(ImproperlyConfigured, match="MODEL_PRICES"):
+        env_prices("MODEL_PRICES", {})
+
+
+def test_usage_is_kept_in_columns_and_unknown_stays_unknown(conversation):
+    reply = Message.objects.create(
+        conversation=conversation, seq=2, role="assistant", usage=USAGE, content=[]
+    )
+    stored = Message.objects.values(
+        "input_tokens", "output_tokens", "cache_read_tokens", "cache_creation_tokens"
+    ).get(pk=reply.pk)
+    assert stored == {
+        "input_tokens": 1_000,
+        "output_tokens": 500,
+        "cache_read_tokens": 10_000,
+        "cache_creation_tokens": 2_000,
+    }
+    assert Message.objects.get(pk=reply.pk).usage == USAGE
+    unknown = Message.objects.create(conversation=conversation, seq=4, role="assistant", content=[])
+    assert unknown.input_tokens is None and unknown.usage is None
+
+
+def test_the_panel_shows_the_last_turn_and_the_conversation_in_all(client, alice, settings):
+    settings.MODEL_PRICES = {"claude": [3, 15]}
+    conversation = Conversation.objects.create(owner=alice, model="claude-x")
+    for seq in (1, 3):
+        text = [{"type": "text", "text": f"question {seq}"}]
+        Message.objects.create(conversation=conversation, seq=seq, role="user", content=text)
+    for seq in (2, 4):
+        Message.objects.create(
+            conversation=conversation, seq=seq, role="assistant", usage=USAGE, content=[]
+        )
+    Compaction.objects.create(
+        conversation=conversation,
+        trigger="auto",
+        status="committed",
+        first_kept_seq=3,
+        summary="Brief.",
+        pre_tokens=9_000,
+        post_tokens=2_500,
+        usage={"input_tokens": 3_000, "output_tokens": 400},
+    )
+    spent = load_spent(conversation)
+    one_turn = 4_500 * 3e-6 + 500 * 15e-6
+    assert spent.last.dollars == pytest.approx(one_turn)
+    assert spent.last.cached_share == pytest.approx(10_000 / 13_000)
+    assert spent.total.dollars == pytest.approx(2 * one_turn + 3_000 * 3e-6 + 400 * 15e-6)
+    client.force_login(alice)
+    page = client.get(f"/conversations/{conversation.pk}/").content.decode()
+    assert "Last turn: $0.0210 · 77% of input from cache" in page
+    assert "This conversation: $0.0570" in page
+    # The divider: what the compaction saves every turn, and what its summary call cost.
+    assert "saves 6,500 tokens a turn · summary cost $0.0150" in page
+
+
+def test_the_admin_lists_what_each_conversation_cost(admin_client, alice, settings):
+    settings.MODEL_PRICES = {"claude": [3, 15]}
+    conversation = Conversation.objects.create(owner=alice, model="claude-x", title="Costly")
+    Message.objects.create(
+        conversation=conversation, seq=2, role="assistant", usage=USAGE, content=[]
+    )
+    Compaction.objects.create(
+        conversation=conversation,
+        trigger="auto",
+        status="committed",
+        first_kept_seq=3,
+        usage={"input_tokens": 3_000, "output_tokens": 400},
+    )
+    Conversation.objects.create(owner=alice, model="demo", title="Offline")
+    page = admin_client.get("/admin/chat/conversation/").content.decode()
+    assert "0.0360" in page  # 0.021 for the reply, 0.015 for the summary
+    assert f'href="?owner__id__exact={alice.pk}"' in page  # narrowed to one user
