@@ -4,6 +4,7 @@ conversation; a server that does not start leaves the chat working."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 
@@ -127,3 +128,20 @@ def test_a_malformed_server_list_stops_start_up(monkeypatch, raw, problem):
     monkeypatch.setenv("MCP_SERVERS", raw)
     with pytest.raises(ImproperlyConfigured, match=problem):
         env_mcp_servers("MCP_SERVERS")
+
+
+async def test_a_server_that_hangs_at_start_is_not_waited_for_on_every_turn(settings):
+    from tools import mcp
+
+    settings.MCP_SERVERS = {
+        "slow": {"command": sys.executable, "args": ["-c", "import time; time.sleep(60)"]}
+    }
+    settings.MCP_TIMEOUT_SECONDS = 1
+    try:
+        assert await mcp.tools() == ()  # waited once, for MCP_TIMEOUT_SECONDS, then stopped
+        tried = mcp._connections[asyncio.get_running_loop()]["slow"]
+        assert not tried.alive
+        assert await mcp.tools() == ()  # resting: not started (nor waited for) again
+        assert mcp._connections[asyncio.get_running_loop()]["slow"] is tried
+    finally:
+        await mcp.shutdown()

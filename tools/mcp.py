@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import logging
 import re
+import time
 import weakref
 from dataclasses import dataclass
 
@@ -109,13 +110,24 @@ def _open(name: str) -> _Connection:
     return connection
 
 
+# A server that did not start is not waited for again until this many seconds have passed, so
+# one broken server does not hold up every turn.
+RETRY_SECONDS = 60.0
+_resting: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, float]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
 async def tools() -> tuple[Listed, ...]:
     """Every configured server's tools (servers are started on first use). A server that does
-    not start within MCP_TIMEOUT_SECONDS is left out, and logged."""
+    not start within MCP_TIMEOUT_SECONDS is left out, logged, and tried again later."""
     if not settings.MCP_SERVERS:
         return ()
+    resting = _resting.setdefault(asyncio.get_running_loop(), {})
     found: list[Listed] = []
     for name in settings.MCP_SERVERS:
+        if resting.get(name, 0) > time.monotonic():
+            continue
         connection = _open(name)
         try:
             found += await asyncio.wait_for(
@@ -123,6 +135,8 @@ async def tools() -> tuple[Listed, ...]:
             )
         except (ToolError, TimeoutError):
             log.warning("MCP server %s offers no tools: it did not start", name)
+            resting[name] = time.monotonic() + RETRY_SECONDS
+            await connection.close()
     return tuple(found)
 
 
@@ -153,5 +167,6 @@ def _text(result) -> str:
 
 
 async def shutdown() -> None:
+    _resting.pop(asyncio.get_running_loop(), None)
     connections = _connections.pop(asyncio.get_running_loop(), {})
     await asyncio.gather(*(c.close() for c in connections.values()))
