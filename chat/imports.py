@@ -38,12 +38,17 @@ class Imported:
     system_prompt: str | None = None
 
 
-def parse(raw: bytes) -> list[Imported]:
-    if len(raw) > settings.IMPORT_MAX_BYTES:
+def check_size(size: int) -> None:
+    """Before reading a file at all: a huge upload is refused without loading it."""
+    if size > settings.IMPORT_MAX_BYTES:
         raise ActionError(
-            f"That file is {len(raw):,} bytes; imports are limited to "
+            f"That file is {size:,} bytes; imports are limited to "
             f"{settings.IMPORT_MAX_BYTES:,} (IMPORT_MAX_BYTES)."
         )
+
+
+def parse(raw: bytes) -> list[Imported]:
+    check_size(len(raw))
     try:
         data = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:

@@ -65,6 +65,7 @@ def conversation_import(request: HttpRequest) -> HttpResponse:
     try:
         if upload is None:
             raise ActionError("Choose a file to import (export.json or conversations.json).")
+        imports.check_size(upload.size)
         created = imports.store(request.user, imports.parse(upload.read()))
     except ActionError as exc:
         context = _sidebar(request) | {"import_error": exc.reason}
