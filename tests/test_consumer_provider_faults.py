@@ -32,8 +32,10 @@ async def saved(conversation) -> tuple[Message, Message]:
 
 
 async def test_a_streamed_reply_is_saved_with_the_api_usage(alice, conversation, fake_anthropic):
+    # Spread out, so the first delta goes out before the stream ends (sent all at once, the
+    # reply can end before the relay's first frame, and the final frame carries it all).
     fake_anthropic.enqueue_reply(
-        ["Stream", "ed ", "reply"], usage={"input_tokens": 120, "output_tokens": 7}
+        ["Stream", "ed ", "reply"], usage={"input_tokens": 120, "output_tokens": 7}, delay=0.05
     )
     frames = await run_turn(alice, conversation, "hello over SSE")
     assert any("beforeend:#msg-2-text" in f for f in frames)  # streamed, coalesced
