@@ -119,8 +119,9 @@ def build_state(
     if boundary is not None and boundary.cleared_before_seq:
         entries = cleared(entries, boundary.cleared_before_seq, settings.TOOL_CLEAR_MIN_CHARS)
     pinned = [r.entry for r in rows if r.seq < first_kept]
-    # A clearing with no summary before it leaves the window without a summary pair.
-    summary = boundary.summary if boundary and boundary.first_kept_seq > 1 else None
+    # A boundary without summary text (a clearing with no summary before it) adds no pair: a
+    # committed summary is never empty (compaction/run.py refuses one).
+    summary = (boundary.summary or None) if boundary else None
     head = head_tokens(system, summary, pinned)
     anchor = _anchor([r for r in rows if r.seq >= first_kept], boundary, head)
     per_turn = [
