@@ -28,17 +28,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import random
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+
+from inprocess import setup_django, without_background  # noqa: E402
+
 sys.path.insert(0, str(ROOT))
 
 from tests.fake_anthropic import FakeAnthropic, _Script, system_text  # noqa: E402
@@ -103,29 +104,19 @@ def run_one(args: argparse.Namespace) -> dict:
     """One configuration, in this process (`main` starts one process per configuration, since
     settings are read once)."""
     config = CONFIGS[args.config]
-    tmp = tempfile.mkdtemp(prefix="cache-bench-")
     fake = BenchFake(script(args.seed, args.turns, args.tool_share)).start()
     fake.cache.min_tokens = args.min_cache_tokens
-    os.environ.update(
-        DJANGO_SETTINGS_MODULE="config.settings",
-        DJANGO_DEBUG="true",
-        LOG_LEVEL="WARNING",
-        DATABASE_URL=f"sqlite:///{tmp}/bench.sqlite3",
-        LLM_PROVIDER="anthropic",
-        ANTHROPIC_API_KEY="bench",
-        ANTHROPIC_BASE_URL=fake.url,
-        PROMPT_CACHING="true" if config["caching"] else "false",
-        CONTEXT_BUDGET_TOKENS=str(args.budget if config["compaction"] else 100_000_000),
-        CHAT_MAX_TOKENS="1024",
-        LLM_MAX_RETRIES="0",
-    )
-    os.environ.pop("REDIS_URL", None)
+    env = {
+        "LLM_PROVIDER": "anthropic",
+        "ANTHROPIC_API_KEY": "bench",
+        "ANTHROPIC_BASE_URL": fake.url,
+        "PROMPT_CACHING": "true" if config["caching"] else "false",
+        "CONTEXT_BUDGET_TOKENS": str(args.budget if config["compaction"] else 100_000_000),
+        "CHAT_MAX_TOKENS": "1024",
+        "LLM_MAX_RETRIES": "0",
+    }
+    _, tmp = setup_django(env, prefix="cache-bench-")
     try:
-        import django
-        from django.core.management import call_command
-
-        django.setup()
-        call_command("migrate", verbosity=0)
         started = time.perf_counter()
         asyncio.run(_drive(fake, args.turns))
         from compaction.models import Compaction
@@ -138,7 +129,8 @@ def run_one(args: argparse.Namespace) -> dict:
         }
     finally:
         fake.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
+        if tmp:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 class BenchFake(FakeAnthropic):
@@ -194,10 +186,7 @@ async def _drive(fake: BenchFake, turns: int) -> None:
     from chat.models import Conversation
     from tests.waiting import settle
 
-    async def idle() -> None:
-        """Stands in for the engine's heartbeat and sweep (as in bench/sawtooth.py)."""
-
-    engine._background = idle
+    without_background()
     user = await get_user_model().objects.acreate(username=f"cache-{uuid.uuid4().hex[:8]}")
     conversation = await Conversation.objects.acreate(
         owner=user, model="claude-bench", system_prompt=_prose(random.Random(1), 1200)

@@ -29,13 +29,15 @@ import os
 import random
 import shutil
 import sys
-import tempfile
 import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+
+from inprocess import setup_django, without_background  # noqa: E402
+
 TOP5_MIN = 0.95
 
 FILLER_WORDS = (
@@ -134,31 +136,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def configure_django(args: argparse.Namespace) -> str | None:
-    sys.path.insert(0, str(ROOT))
-    os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings"
-    os.environ.setdefault("DJANGO_DEBUG", "true")
-    os.environ.setdefault("LOG_LEVEL", "WARNING")
-    os.environ["LLM_PROVIDER"] = "demo"
-    os.environ["CHAT_MODEL"] = "demo"
-    os.environ["DEMO_WORD_DELAY_MS"] = "0"
-    os.environ["CONTEXT_BUDGET_TOKENS"] = str(args.budget)
-    os.environ.pop("REDIS_URL", None)
-    tmp = None
-    if not args.database_url:
-        tmp = tempfile.mkdtemp(prefix="recall-")
-        args.database_url = f"sqlite:///{tmp}/bench.sqlite3"
-    os.environ["DATABASE_URL"] = args.database_url
-
-    import django
-    from django.core.management import call_command
-
-    django.setup()
-    call_command("migrate", verbosity=0)
+    """Returns the temporary directory to delete afterwards, if one was made."""
+    env = {
+        "LLM_PROVIDER": "demo",
+        "CHAT_MODEL": "demo",
+        "DEMO_WORD_DELAY_MS": "0",
+        "CONTEXT_BUDGET_TOKENS": str(args.budget),
+    }
+    args.database_url, tmp = setup_django(env, args.database_url, prefix="recall-")
     return tmp
-
-
-async def idle() -> None:
-    """Stands in for the engine's heartbeat and sweep (as in bench/sawtooth.py)."""
 
 
 async def say(user, conversation_id: int, text: str) -> int:
@@ -182,7 +168,7 @@ async def drive(args, user, conversation) -> dict:
     from compaction.models import Compaction
     from search.messages import search
 
-    engine._background = idle
+    without_background()
     rng = random.Random(args.seed)
     things = rng.sample(NAMES, len(KINDS) * args.facts_per_kind)
     facts = [

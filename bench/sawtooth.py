@@ -34,7 +34,6 @@ import re
 import shutil
 import statistics
 import sys
-import tempfile
 import time
 import uuid
 from collections import Counter
@@ -43,6 +42,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+
+from inprocess import setup_django, without_background  # noqa: E402
+
 DEFAULT_PNG = ROOT / "bench" / "sawtooth.png"
 SYSTEM_PROMPT = (
     "You are a careful senior engineer helping a colleague maintain a Django web application. "
@@ -80,27 +82,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def configure_django(args: argparse.Namespace) -> str | None:
-    """Environment first (settings read it at import), then setup and migrate. Returns the temp
-    directory to delete afterwards, if we made one."""
-    sys.path.insert(0, str(ROOT))
-    os.environ["DJANGO_SETTINGS_MODULE"] = "config.settings"
-    os.environ.setdefault("DJANGO_DEBUG", "true")
-    os.environ.setdefault("LOG_LEVEL", "WARNING")
-    os.environ["CONTEXT_BUDGET_TOKENS"] = str(args.budget)
-    os.environ["AUTO_COMPACT_AT"] = str(args.auto_at)
-    # Broadcasts go to the in-memory layer with no listeners: this measures the database.
-    os.environ.pop("REDIS_URL", None)
-    tmp = None
-    if not args.database_url:
-        tmp = tempfile.mkdtemp(prefix="sawtooth-")
-        args.database_url = f"sqlite:///{tmp}/bench.sqlite3"
-    os.environ["DATABASE_URL"] = args.database_url
-
-    import django
-    from django.core.management import call_command
-
-    django.setup()
-    call_command("migrate", verbosity=0)
+    """Returns the temporary directory to delete afterwards, if one was made."""
+    env = {"CONTEXT_BUDGET_TOKENS": str(args.budget), "AUTO_COMPACT_AT": str(args.auto_at)}
+    args.database_url, tmp = setup_django(env, args.database_url, prefix="sawtooth-")
     return tmp
 
 
@@ -311,10 +295,6 @@ def install_spies(current: list[TurnRecord]) -> None:
     run.run = run_spy
 
 
-async def idle() -> None:
-    """Stands in for the engine's heartbeat and sweep loop (see the module's docstring)."""
-
-
 async def drive(
     args: argparse.Namespace, user, conversation
 ) -> tuple[list[TurnRecord], BenchModel]:
@@ -326,7 +306,7 @@ async def drive(
 
     model = BenchModel(args.seed + 1)
     providers.client_for = lambda _model: model  # every reply and summary request comes here
-    engine._background = idle
+    without_background()
     current = [TurnRecord(0)]
     install_spies(current)
     rng = random.Random(args.seed)
