@@ -50,6 +50,12 @@ async def partial_text_saved(conversation, seq: int) -> bool:
     )
 
 
+async def second_step_saved(conversation) -> bool:
+    """Text of the step after the tool call is on the row (a partial save), as a crash finds it."""
+    reply = await row(Message, conversation=conversation, seq=2, status="streaming")
+    return reply is not None and [b["type"] for b in reply.content][-2:] == ["tool_result", "text"]
+
+
 @pytest.fixture
 def servers():
     running: list[Server] = []
@@ -225,3 +231,38 @@ async def test_two_processes_share_one_conversation_stop_queue_and_busy_state(
     assert statuses == [(17, "complete"), (18, "interrupted"), (19, "complete"), (20, "complete")]
     await here.close()
     await there.close()
+
+
+async def test_a_server_killed_between_tool_steps_keeps_the_steps_and_the_chat_goes_on(
+    alice, alice_session, fake_anthropic, servers
+):
+    """kill -9 while the second step of a tool-using reply streams."""
+    conversation = await new_conversation(alice)
+    first = servers(fake_anthropic.url)
+    tab = await Tab(first, conversation.pk, alice_session).open()
+    fake_anthropic.enqueue_tool_calls(
+        ["Looking."], [("toolu_1", "search_history", {"query": "story"})]
+    )
+    fake_anthropic.enqueue_hang(FOREVER, chunks=FOREVER * 2)  # the second step
+    await tab.send(action="send", message="Find the story.")
+    await tab.until(lambda f: 'class="tool-call done"' in f)  # the call ran; its result is saved
+    await tab.until(delta(2))  # the second step streams
+    await wait_for(lambda: second_step_saved(conversation), timeout=10)
+    first.signal(signal.SIGKILL)
+    await tab.close()
+
+    second = servers(fake_anthropic.url)
+    tab = await Tab(second, conversation.pk, alice_session).open()
+    await tab.until(finished(2, "interrupted"), timeout=35)
+    reply = await row(Message, conversation=conversation, seq=2)
+    assert [b["type"] for b in reply.content][:3] == ["text", "tool_use", "tool_result"]
+
+    # The next request carries the interrupted turn as valid, paired API messages.
+    fake_anthropic.enqueue_reply(["Back again."])
+    await tab.send(action="send", message="Go on.")
+    await tab.until(finished(4, "complete"))
+    await tab.close()
+    assert fake_anthropic.invalid == []
+    sent = fake_anthropic.requests[-1]["messages"]
+    assert [m["role"] for m in sent] == ["user", "assistant", "user", "assistant", "user"]
+    assert sent[2]["content"][0]["tool_use_id"] == "toolu_1"
