@@ -11,10 +11,12 @@ API does (a prefix up to a breakpoint, byte-identical, read within 5 minutes; pr
 cache, written to it, and the rest; tokens are a quarter of the characters of the request's
 JSON, so the figures are estimates with the API's structure, not a tokenizer's counts.
 
-The same seeded conversation (the same messages, replies, tool calls) runs four times, each on
+The same seeded conversation (the same messages, replies, tool calls) runs five times, each on
 a fresh database and a fresh cache:
 
-  ours            breakpoints, compaction (the app as it ships)
+  ours            breakpoints, compaction, summaries asked over the cached prefix (as it ships)
+  transcript sums breakpoints, compaction, summaries asked over a separate transcript
+                  (SUMMARY_READS_CACHE=false)
   no breakpoints  PROMPT_CACHING=false, compaction
   no compaction   breakpoints, a budget so large nothing is ever compacted
   neither         no breakpoints, no compaction: the reference
@@ -46,10 +48,11 @@ from tests.fake_anthropic import FakeAnthropic, _Script, system_text  # noqa: E4
 
 READ_PRICE, WRITE_PRICE = 0.1, 1.25
 CONFIGS = {
-    "ours": {"caching": True, "compaction": True},
-    "no breakpoints": {"caching": False, "compaction": True},
-    "no compaction": {"caching": True, "compaction": False},
-    "neither": {"caching": False, "compaction": False},
+    "ours": {"caching": True, "compaction": True, "over_prefix": True},
+    "transcript sums": {"caching": True, "compaction": True, "over_prefix": False},
+    "no breakpoints": {"caching": False, "compaction": True, "over_prefix": False},
+    "no compaction": {"caching": True, "compaction": False, "over_prefix": False},
+    "neither": {"caching": False, "compaction": False, "over_prefix": False},
 }
 READ_SHARE_TARGET = 0.8
 
@@ -111,6 +114,7 @@ def run_one(args: argparse.Namespace) -> dict:
         "ANTHROPIC_API_KEY": "bench",
         "ANTHROPIC_BASE_URL": fake.url,
         "PROMPT_CACHING": "true" if config["caching"] else "false",
+        "SUMMARY_READS_CACHE": "true" if config["over_prefix"] else "false",
         "CONTEXT_BUDGET_TOKENS": str(args.budget if config["compaction"] else 100_000_000),
         "CHAT_MAX_TOKENS": "1024",
         "LLM_MAX_RETRIES": "0",
@@ -145,9 +149,10 @@ class BenchFake(FakeAnthropic):
         self.kinds: list[str] = []
 
     def _take(self, body: dict, headers: dict[str, str]) -> _Script:
-        from compaction.summarise import SECTIONS, SYSTEM_PROMPT
+        from compaction.summarise import PREFIX_MARKER, SECTIONS, SYSTEM_PROMPT
 
-        if system_text(body) == SYSTEM_PROMPT:
+        last = body["messages"][-1]["content"][-1]
+        if system_text(body) == SYSTEM_PROMPT or last.get("text", "").startswith(PREFIX_MARKER):
             summary = "\n\n".join(f"## {s}\n- kept (#{self.turn})" for s in SECTIONS)
             chunks, stop, tools, kind = (
                 [f"<summary>\n{summary}\n</summary>"],
@@ -156,7 +161,6 @@ class BenchFake(FakeAnthropic):
                 "summary",
             )
         else:
-            last = body["messages"][-1]["content"][-1]
             if last.get("type") != "tool_result":  # a new turn, not its next step
                 self.turn += 1
                 self.called = False
@@ -203,12 +207,20 @@ async def _drive(fake: BenchFake, turns: int) -> None:
 
 def totals(run: dict) -> dict:
     counts = run["counts"]
+    summaries = [c for c, kind in zip(counts, run["kinds"], strict=True) if kind == "summary"]
+    return {
+        "requests": len(counts),
+        "summaries": len(summaries),
+        **_billed(counts),
+        "summary billed": _billed(summaries)["billed"],
+    }
+
+
+def _billed(counts: list[dict]) -> dict:
     plain = sum(c["input_tokens"] for c in counts)
     read = sum(c["cache_read_input_tokens"] for c in counts)
     written = sum(c["cache_creation_input_tokens"] for c in counts)
     return {
-        "requests": len(counts),
-        "summaries": run["kinds"].count("summary"),
         "input": plain + read + written,
         "read": read,
         "written": written,
@@ -248,7 +260,8 @@ def report(args: argparse.Namespace, runs: dict) -> int:
     )
     header = (
         f"{'configuration':16} {'requests':>8} {'compactions':>11} {'input':>11} "
-        f"{'from cache':>10} {'written':>10} {'billed':>11} {'x neither':>9}"
+        f"{'from cache':>10} {'written':>10} {'billed':>11} {'x neither':>9} "
+        f"{'summaries billed':>16}"
     )
     print(header)
     print("-" * len(header))
@@ -256,7 +269,8 @@ def report(args: argparse.Namespace, runs: dict) -> int:
         share = f["read"] / f["input"] if f["input"] else 0
         print(
             f"{name:16} {f['requests']:8} {f['compactions']:11} {f['input']:11,} "
-            f"{share:10.0%} {f['written']:10,} {f['billed']:11,.0f} {f['billed'] / reference:9.2f}"
+            f"{share:10.0%} {f['written']:10,} {f['billed']:11,.0f} "
+            f"{f['billed'] / reference:9.2f} {f['summary billed']:16,.0f}"
         )
     ours = figures["ours"]
     share = ours["read"] / ours["input"]
@@ -264,7 +278,11 @@ def report(args: argparse.Namespace, runs: dict) -> int:
         f"\nOurs: {share:.0%} of input read from the cache; billed input "
         f"{ours['billed'] / figures['no breakpoints']['billed']:.2f}x the same run without "
         f"breakpoints, {ours['billed'] / figures['no compaction']['billed']:.2f}x caching "
-        f"without compaction, {ours['billed'] / reference:.2f}x neither."
+        f"without compaction, {ours['billed'] / reference:.2f}x neither.\n"
+        f"Summary requests over the cached prefix billed "
+        f"{ours['summary billed'] / figures['transcript sums']['summary billed']:.2f}x the same "
+        f"summaries over a separate transcript (whole run: "
+        f"{ours['billed'] / figures['transcript sums']['billed']:.2f}x)."
     )
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=2))

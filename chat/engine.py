@@ -226,8 +226,7 @@ async def _stream(turn: queue.Turn, received: _Received, relay: DeltaRelay) -> N
     model = turn.conversation.model
     client = providers.client_for(model)
     capabilities = client.capabilities(model)
-    supports_tools = capabilities.supports_tools
-    box = await registry.toolbox(turn.conversation.disabled_tools) if supports_tools else None
+    box = await registry.offered(capabilities, turn.conversation.disabled_tools)
     tools = box.definitions if box else ()
     context = Context(turn.conversation.owner_id, turn.conversation.pk, turn.reply.seq - 1)
     state, budget = turn.state, turn.state.budget

@@ -20,8 +20,9 @@ from django.utils import timezone
 
 import providers
 from chat import db
-from chat.models import USAGE_COLUMNS, Conversation
+from chat.models import USAGE_COLUMNS, Conversation, Message
 from providers.values import Request
+from tools import registry
 
 from . import summarise as brief
 from .clearing import Clearing, cleared, plan
@@ -30,9 +31,12 @@ from .entries import Entry
 from .loading import WindowState, head_tokens, load_window
 from .models import Compaction
 from .policy import Budget, auto_paused_until, must_compact_before_send
-from .tokens import CHARS_PER_TOKEN, window_total
+from .tokens import CHARS_PER_TOKEN, estimate_content, window_total
 
 INTERRUPTED = "Interrupted: the server stopped while it ran."
+# The API keeps a cached prefix five minutes after its last use; a minute's margin covers the
+# summary call's own start and clocks that differ between processes.
+CACHE_WARM_FOR = timedelta(minutes=4)
 
 
 class CompactionRefused(Exception):
@@ -53,6 +57,9 @@ class Opened:
     older: list[Entry]
     # Opened by the pre-send check: the queued reply it makes room for runs after it.
     before_reply: bool = False
+    # The conversation's last request was recent enough that its prefix is still in the
+    # provider's prompt cache: the summary request can read it (`summary_over_prefix`).
+    cache_warm: bool = False
 
     @property
     def conversation_id(self) -> int:
@@ -67,9 +74,11 @@ def open_locked(
     instructions: str = "",
     before_reply: bool = False,
     incoming: int = 0,
+    warm: bool | None = None,
 ) -> Opened:
     """Claim the conversation for one compaction. The caller holds the conversation's row lock.
-    `incoming`: tokens the next request adds on top of the window (a turn's steps so far)."""
+    `incoming`: tokens the next request adds on top of the window (a turn's steps so far);
+    `warm`: whether its prefix is in the prompt cache (None: judge by its latest reply)."""
     if before_reply:
         # The window no longer fits: a draft still waiting for review cannot hold up the request.
         # It stays in admin, marked, and this compaction commits directly.
@@ -114,7 +123,23 @@ def open_locked(
     except IntegrityError:
         raise CompactionRefused("A compaction is already running for this conversation.") from None
     older = [e for e in state.entries if e.seq < cut]
-    return Opened(row, conversation, state, older, before_reply)
+    if warm is None:
+        warm = cache_is_warm(_last_request_at(conversation.pk), timezone.now())
+    return Opened(row, conversation, state, older, before_reply, warm)
+
+
+def _last_request_at(conversation_id: int) -> datetime | None:
+    """When the conversation's latest reply finished: its prefix was cached then."""
+    return (
+        Message.objects.filter(conversation_id=conversation_id, input_tokens__isnull=False)
+        .order_by("-seq")
+        .values_list("updated_at", flat=True)
+        .first()
+    )
+
+
+def cache_is_warm(last_request_at: datetime | None, now: datetime) -> bool:
+    return last_request_at is not None and now - last_request_at < CACHE_WARM_FOR
 
 
 def _clearing_is_enough(
@@ -160,6 +185,7 @@ def open_mid_turn(conversation_id: int, reply_seq: int, incoming: int) -> Opened
             trigger=Compaction.Trigger.AUTO,
             before_reply=True,
             incoming=incoming,
+            warm=True,  # the turn's previous step has just read and written the prefix
         )
 
 
@@ -170,14 +196,16 @@ async def run(opened: Opened) -> Compaction:
         return row  # a clearing: committed when it was opened
     started = time.monotonic()
     try:
+        client = providers.client_for(conversation.model)
         result = await summarise(
-            providers.client_for(conversation.model),
+            client,
             conversation.model,
             opened.older,
             opened.state.summary,
             row.instructions,
             max_tokens=settings.SUMMARY_MAX_TOKENS,
             max_chars=fallback_chars(opened.state.budget, sum(e.tokens for e in opened.older)),
+            over_prefix=await summary_over_prefix(opened, client.capabilities(conversation.model)),
         )
         review = conversation.review_compactions and not opened.before_reply
         duration_ms = int((time.monotonic() - started) * 1000)
@@ -186,6 +214,31 @@ async def run(opened: Opened) -> Compaction:
         # Cancelled (Stop, shutdown) or crashed: release the conversation at once.
         await asyncio.shield(db.run(mark_failed, row.pk, f"{type(exc).__name__}: {exc}"))
         raise
+
+
+async def summary_over_prefix(opened: Opened, capabilities) -> Request | None:
+    """The summary request over the conversation's cached prefix, when it pays: the prefix is
+    still cached (else re-sending the whole window costs more than the part that leaves it),
+    and the window with the request fits the model's context. None: the separate transcript."""
+    if not (settings.SUMMARY_READS_CACHE and capabilities.supports_caching and opened.cache_warm):
+        return None
+    state, conversation = opened.state, opened.conversation
+    window = state.window()
+    messages = brief.build_prefix_request(
+        window.messages, opened.older, bool(state.summary), opened.row.instructions
+    )
+    asked = estimate_content(messages[-1]["content"])  # with the message it joins: on the safe side
+    if state.tokens + asked + settings.SUMMARY_MAX_TOKENS > capabilities.context_window:
+        return None
+    box = await registry.offered(capabilities, conversation.disabled_tools)
+    return Request(
+        model=conversation.model,
+        system=state.system,
+        messages=messages,
+        max_tokens=settings.SUMMARY_MAX_TOKENS,
+        tools=box.definitions if box else (),
+        cache_head=window.head,  # the same marks as the chat requests: their prefix is read
+    )
 
 
 async def summarise(
@@ -197,14 +250,19 @@ async def summarise(
     *,
     max_tokens: int = 4096,
     max_chars: int = 6000,
+    over_prefix: Request | None = None,
 ) -> brief.SummaryResult:
-    """One model call for the summary, falling back to rules on any fault. Never empty."""
+    """The summary from the model, falling back to rules on any fault. Never empty.
+
+    Asked over the conversation's prefix when `over_prefix` is given; if what comes back holds
+    no usable summary (the model went on with the conversation, or called a tool), asked again
+    over a separate transcript. A provider fault falls back to rules at once."""
     capabilities = client.capabilities(model)
     if not capabilities.can_summarise:
         # An offline stand-in cannot summarise; rules are the honest answer, not a failure.
         return brief.by_rules(entries, previous_summary, instructions, max_chars=max_chars)
     system, messages = brief.build_summary_request(entries, previous_summary, instructions)
-    request = Request(
+    separate = Request(
         model=model,
         system=system,
         messages=messages,
@@ -213,26 +271,36 @@ async def summarise(
         cache_head=0 if capabilities.supports_caching else None,
         cache_latest=False,
     )
-    try:
-        final = await providers.complete(client, request)
-    except Exception as exc:  # provider faults of any kind fall back, never lose the turn
-        reason = getattr(exc, "reason", None) or str(exc) or type(exc).__name__
-        return brief.by_rules(
+    spent: dict[str, int] = {}
+    for request in (over_prefix, separate):
+        if request is None:
+            continue
+        try:
+            final = await providers.complete(client, request)
+        except Exception as exc:  # provider faults of any kind fall back, never lose the turn
+            reason = getattr(exc, "reason", None) or str(exc) or type(exc).__name__
+            return brief.by_rules(
+                entries,
+                previous_summary,
+                instructions,
+                max_chars=max_chars,
+                error=f"model summary call failed: {reason}",
+                usage=spent,
+            )
+        for key, value in (final.usage.as_dict() or {}).items():
+            spent[key] = spent.get(key, 0) + value
+        result = brief.from_output(
+            final.text,
+            final.stop_reason,
+            spent,
             entries,
             previous_summary,
             instructions,
             max_chars=max_chars,
-            error=f"model summary call failed: {reason}",
         )
-    return brief.from_output(
-        final.text,
-        final.stop_reason,
-        final.usage.as_dict() or {},
-        entries,
-        previous_summary,
-        instructions,
-        max_chars=max_chars,
-    )
+        if result.summariser == "model":
+            return result
+    return result
 
 
 def fallback_chars(budget: Budget, replaced_tokens: int) -> int:

@@ -283,6 +283,10 @@ MODEL_PRICES = env_prices(
 )
 # Prompt-cache breakpoints on every request (providers/caching.py); off sends none.
 PROMPT_CACHING = env_bool("PROMPT_CACHING", True)
+# A compaction's summary request goes over the conversation's own cached prefix (same system,
+# tools and messages, the request appended) while that prefix is cached; off: always a separate
+# transcript request (bench/cache.py compares the two).
+SUMMARY_READS_CACHE = env_bool("SUMMARY_READS_CACHE", True)
 LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 2, minimum=0)
 # A streaming reply's text goes out to the browsers at most this often (deltas are coalesced),
 # so the cost of fanning it out does not grow with the number of tokens.

@@ -289,6 +289,15 @@ def system_text(body: dict) -> str:
     return "".join(b.get("text", "") for b in system)
 
 
+def stripped(value):
+    """A request part without its cache marks: what must stay byte-identical."""
+    if isinstance(value, list):
+        return [stripped(v) for v in value]
+    if isinstance(value, dict):
+        return {k: stripped(v) for k, v in value.items() if k != "cache_control"}
+    return value
+
+
 def breakpoints(body: dict) -> int:
     """How many blocks of a request carry cache_control."""
     return len(_units(body)[1])

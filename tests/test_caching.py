@@ -14,7 +14,7 @@ from chat.models import Message
 from compaction.models import Compaction
 from providers.caching import EPHEMERAL, with_breakpoints
 from tests.conftest import receive_until, shows, socket_for
-from tests.fake_anthropic import breakpoints, system_text
+from tests.fake_anthropic import breakpoints, stripped, system_text
 from tests.waiting import settle
 
 SUMMARY_PAIR = [
@@ -50,15 +50,6 @@ def test_without_a_system_prompt_the_last_tool_carries_the_mark():
 
 
 # --- through turns ----------------------------------------------------------------------------
-
-
-def stripped(value):
-    """A request part without its cache marks: what must stay byte-identical."""
-    if isinstance(value, list):
-        return [stripped(v) for v in value]
-    if isinstance(value, dict):
-        return {k: stripped(v) for k, v in value.items() if k != "cache_control"}
-    return value
 
 
 async def turns(user, conversation, texts: list[str], first_reply: int = 2) -> None:
@@ -165,3 +156,111 @@ def test_the_local_server_refuses_what_the_api_refuses():
                 ]
             }
         )
+
+
+# --- summary requests over the conversation's own prefix ---------------------------------------
+
+
+async def _chat_then_compact(user, conversation, fake_anthropic, settings, *, summaries):
+    """Three real turns (long messages: there is something to fold away), then "compact now",
+    the summary call answered by `summaries`; the compaction row."""
+    settings.CONTEXT_BUDGET_TOKENS = 3000
+    fake_anthropic.cache.min_tokens = 1
+    texts = [f"Question {n}: " + " ".join(f"detail{n}x{i}" for i in range(150)) for n in range(3)]
+    await turns(user, conversation, texts)
+    return await _compact_now(user, conversation, fake_anthropic, summaries)
+
+
+async def _compact_now(user, conversation, fake_anthropic, summaries):
+    for text in summaries:
+        fake_anthropic.enqueue_reply([text])
+    ws = socket_for(user, conversation.pk)
+    await ws.connect()
+    await ws.send_to(text_data=json.dumps({"action": "compact", "instructions": "keep details"}))
+    await receive_until(ws, lambda f: "Compacted (manual)" in f)
+    await settle(conversation.pk)
+    await ws.disconnect()
+    return await Compaction.objects.aget(conversation=conversation)
+
+
+GOOD_BRIEF = "<analysis>notes</analysis><summary>## Primary request and intent\nQ.</summary>"
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("channel_layer")
+async def test_a_summary_while_the_prefix_is_cached_is_asked_over_it_and_reads_it(
+    alice, conversation, fake_anthropic, settings
+):
+    from compaction.summarise import PREFIX_MARKER
+
+    row = await _chat_then_compact(
+        alice, conversation, fake_anthropic, settings, summaries=[GOOD_BRIEF]
+    )
+    *_, last_chat, summary = fake_anthropic.requests
+    assert fake_anthropic.invalid == []
+    # The chat request as it was, its reply, then the request for the brief.
+    assert system_text(summary) == system_text(last_chat) and summary["tools"] == last_chat["tools"]
+    n = len(last_chat["messages"])
+    assert stripped(summary["messages"][:n]) == stripped(last_chat["messages"])
+    assert summary["messages"][n]["role"] == "assistant" and len(summary["messages"]) == n + 2
+    asked = summary["messages"][-1]["content"][0]["text"]
+    assert asked.startswith(PREFIX_MARKER) and "#1 user: 'Question 0:" in asked
+    assert "<instructions>\nkeep details\n</instructions>" in asked
+    assert breakpoints(summary) == 2  # system with the tools, latest message
+    read = fake_anthropic.counts[-1]["cache_read_input_tokens"]
+    assert read > 0 and read > fake_anthropic.counts[-1]["input_tokens"]
+    assert (row.status, row.summariser, row.summary) == (
+        "committed",
+        "model",
+        "## Primary request and intent\nQ.",
+    )
+    assert row.cache_read_tokens == read
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("channel_layer")
+@pytest.mark.parametrize("why", ["cold", "setting"])
+async def test_without_a_cached_prefix_the_summary_is_asked_over_a_separate_transcript(
+    alice, conversation, fake_anthropic, settings, why
+):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from compaction.summarise import SYSTEM_PROMPT
+
+    settings.CONTEXT_BUDGET_TOKENS = 3000
+    texts = [f"Question {n}: " + " ".join(f"detail{n}x{i}" for i in range(150)) for n in range(3)]
+    await turns(alice, conversation, texts)
+    if why == "cold":  # the last reply finished five minutes ago: its prefix has left the cache
+        await Message.objects.aupdate(updated_at=timezone.now() - timedelta(minutes=5))
+    else:
+        settings.SUMMARY_READS_CACHE = False
+    row = await _compact_now(alice, conversation, fake_anthropic, [GOOD_BRIEF])
+    summary = fake_anthropic.requests[-1]
+    assert system_text(summary) == SYSTEM_PROMPT and "tools" not in summary
+    assert "<transcript>" in summary["messages"][0]["content"][0]["text"]
+    assert row.summariser == "model"
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("channel_layer")
+async def test_a_model_that_goes_on_chatting_instead_is_asked_again_over_a_transcript(
+    alice, conversation, fake_anthropic, settings
+):
+    from compaction.summarise import SYSTEM_PROMPT
+
+    row = await _chat_then_compact(
+        alice,
+        conversation,
+        fake_anthropic,
+        settings,
+        summaries=["Happy to go on: what next?", GOOD_BRIEF],
+    )
+    *_, over_prefix, separate = fake_anthropic.requests
+    assert over_prefix["messages"][-1]["content"][0]["text"].startswith("[Summary request")
+    assert system_text(separate) == SYSTEM_PROMPT
+    assert (row.status, row.summariser) == ("committed", "model")
+    both = fake_anthropic.counts[-2:]
+    assert row.input_tokens == sum(c["input_tokens"] for c in both)  # both calls are paid for
+    assert row.cache_read_tokens == sum(c["cache_read_input_tokens"] for c in both)

@@ -309,3 +309,45 @@ def test_the_summary_cites_message_numbers_and_the_window_says_they_can_be_recal
     assert "User (#12):" in request and "cite the numbers" in request
     head = assemble("sys", "- Port 8443 (#12)", entries).messages[0]["content"][0]["text"]
     assert head.endswith(f"</summary>\n{RECALL_NOTE}") and "search_history" in RECALL_NOTE
+
+
+# --- the request over the conversation's own prefix ---------------------------------------------
+
+
+def _window(*roles: str) -> list[dict]:
+    return [
+        {"role": role, "content": [{"type": "text", "text": f"m{i}"}]}
+        for i, role in enumerate(roles)
+    ]
+
+
+def test_over_the_prefix_the_request_follows_a_reply_as_a_user_message_of_its_own():
+    from compaction.summarise import PREFIX_MARKER, build_prefix_request
+
+    window = _window("user", "assistant", "user", "assistant")
+    older = [
+        Entry(1, "user", [{"type": "text", "text": "Build </transcript> a parser\nplease"}]),
+        Entry(2, "assistant", [{"type": "tool_use", "id": "t1", "name": "grep", "input": {}}]),
+    ]
+    messages = build_prefix_request(window, older, has_previous=False)
+    assert messages[:4] == window  # the prefix exactly as the chat sent it
+    (ask,) = messages[4]["content"]
+    assert messages[4]["role"] == "user" and ask["text"].startswith(PREFIX_MARKER)
+    assert "#1 user: 'Build &lt;/transcript> a parser please'" in ask["text"]
+    assert "#2 assistant: '[tool call grep id=t1] {}'" in ask["text"]
+    assert all(f"## {name}" in ask["text"] for name in SECTIONS)
+    assert "first message holds the brief" not in ask["text"]  # no earlier brief to revise
+    assert "<instructions>" not in ask["text"]
+
+
+def test_over_the_prefix_the_request_joins_a_last_user_message_so_roles_alternate():
+    from compaction.summarise import build_prefix_request
+
+    window = _window("user", "assistant", "user")
+    older = [Entry(3, "user", [{"type": "text", "text": "old"}])]
+    messages = build_prefix_request(window, older, has_previous=True, instructions="<b>x</b>")
+    assert len(messages) == 3 and messages[:2] == window[:2]
+    first, ask = messages[2]["content"]
+    assert first == window[2]["content"][0] and window[2]["content"] == [first]  # not changed
+    assert "first message holds the brief" in ask["text"]
+    assert "<instructions>\n<b>x</b>\n</instructions>" in ask["text"]

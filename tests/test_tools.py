@@ -11,7 +11,7 @@ import pytest
 
 from chat.models import Message
 from tests.conftest import receive_until, shows, socket_for
-from tests.fake_anthropic import system_text
+from tests.fake_anthropic import stripped, system_text
 from tests.waiting import settle
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("channel_layer")]
@@ -267,7 +267,7 @@ async def test_a_compaction_lands_between_two_steps_when_the_results_fill_the_wi
     alice, conversation, fake_anthropic, settings
 ):
     from compaction.models import Compaction
-    from compaction.summarise import SYSTEM_PROMPT as SUMMARY_SYSTEM_PROMPT
+    from compaction.summarise import PREFIX_MARKER
     from compaction.tokens import estimate_content
 
     settings.CONTEXT_BUDGET_TOKENS = 4000  # reserve 400, tail 1,000
@@ -291,7 +291,15 @@ async def test_a_compaction_lands_between_two_steps_when_the_results_fill_the_wi
     frames = await turn(alice, conversation, "read the notes back to me", 6)
 
     step1, summary_request, step2 = fake_anthropic.requests
-    assert system_text(summary_request) == SUMMARY_SYSTEM_PROMPT
+    # The previous step has just cached the window: the summary request reads it, asking for
+    # the brief after the turn's message (the same system, tools and messages before it).
+    assert system_text(summary_request) == system_text(step1) == "Be brief."
+    assert summary_request["tools"] == step1["tools"]
+    assert stripped(summary_request["messages"][:-1]) == stripped(step1["messages"][:-1])
+    asked = summary_request["messages"][-1]["content"]
+    assert asked[0]["text"] == "read the notes back to me"
+    assert asked[1]["text"].startswith(PREFIX_MARKER) and "#1 user: 'Turn 1:" in asked[1]["text"]
+    assert fake_anthropic.counts[1]["cache_read_input_tokens"] > 0
     assert fake_anthropic.invalid == []
     # The second step goes on in the compacted window: the summary, then this very turn whole.
     head = json.dumps(step2["messages"][0])

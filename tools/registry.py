@@ -63,6 +63,13 @@ async def toolbox(disabled: list[str] | tuple[str, ...] = ()) -> Toolbox:
     return Toolbox(tuple(definitions), listed)
 
 
+async def offered(capabilities, disabled: list[str] | tuple[str, ...] = ()) -> Toolbox | None:
+    """What a conversation's requests offer its model: nothing to a model without tools. Chat
+    steps and summaries over the cache both ask here, so their tool definitions match byte
+    for byte."""
+    return await toolbox(disabled) if capabilities.supports_tools else None
+
+
 def _built_in() -> tuple[dict, ...]:
     return recall.DEFINITIONS if settings.RECALL_TOOLS else ()
 
