@@ -34,7 +34,7 @@ from compaction.loading import WindowState, load_window
 from compaction.policy import needs_auto_compaction
 from compaction.tokens import estimate_content
 from compaction.window import turn_messages
-from providers.values import Final, LLMError, Request, TextDelta
+from providers.values import Final, LLMError, Request, TextDelta, Usage
 from tools import mcp, registry
 from tools.values import Context
 
@@ -145,6 +145,7 @@ class _Received:
     blocks: list[dict] = field(default_factory=list)
     parts: list[str] = field(default_factory=list)  # this step's text so far
     final: Final | None = None  # the last finished step
+    spent: Usage = field(default_factory=Usage)  # every finished step's usage, summed
     runs: dict[str, dict] = field(default_factory=dict)  # tool_use id -> {"ms": …}
     note: str = ""  # why the turn ended before the model did (step limit, full window)
     state: WindowState | None = None  # the window after a compaction mid-turn, if one ran
@@ -254,6 +255,7 @@ async def _stream(turn: queue.Turn, received: _Received, relay: DeltaRelay) -> N
             cache_head=window.head if capabilities.supports_caching else None,
         )
         final = await _step(client, request, turn, received, relay)
+        received.spent = received.spent.plus(final.usage)
         received.blocks += final.content
         received.parts = []
         calls = [b for b in final.content if b.get("type") == "tool_use"]
@@ -349,14 +351,15 @@ async def _close(turn, streaming, relay, received: _Received, status, error, goi
         state=state,
         content=received.content(),
         status=status,
-        # The last step's usage: its input holds every step before it, so it anchors the
-        # window's count after the turn.
-        usage=final.usage.as_dict() if final else None,
+        usage=received.spent.as_dict(),  # billed for every step, however the turn ended
+        # The last step's input holds every step before it: with its output, the window's
+        # size after the turn, as the server counted it.
+        window_tokens=final.usage.window_tokens if final else None,
         error=error or (received.note if status == Message.Status.COMPLETE else ""),
         model=final.model if final else "",
         tool_runs=received.runs,
     )
-    after = state.extended([reply.to_entry()], reply.usage)
+    after = state.extended([reply.to_entry()], reply.window_tokens)
     try:
         closed = await hold(
             db.run(

@@ -125,6 +125,10 @@ class Message(UsageColumns):
     # The estimate for that window's head (system prompt, summary, pins) when it was sent, so a
     # later change to the head (a pin, a new system prompt) still moves the count.
     window_head_tokens = models.PositiveIntegerField(null=True, blank=True)
+    # The window once this reply is in it, as the server counted it (its last request's input
+    # and output): what token accounting anchors on. The usage columns are what the turn was
+    # billed, every step summed; one step's input already holds the steps before it.
+    window_tokens = models.PositiveIntegerField(null=True, blank=True)
     # Liveness of a streaming reply: touched by the process running it. A streaming row whose
     # heartbeat is stale belongs to a process that died; any process may then close it.
     heartbeat_at = models.DateTimeField(null=True, blank=True)

@@ -409,7 +409,8 @@ def save_final(reply: Message) -> Message:
 
 def _finish_row(reply: Message) -> bool:
     fields = ["content", "search_text", "status", *USAGE_COLUMNS, "error", "tokens", "model"]
-    fields += ["tool_runs", "window_boundary_id", "window_head_tokens", "updated_at"]
+    fields += ["tool_runs", "window_boundary_id", "window_head_tokens", "window_tokens"]
+    fields += ["updated_at"]
     reply.updated_at = timezone.now()
     reply.search_text = searchable_text(reply.content)
     values = [
@@ -432,6 +433,7 @@ def finished(
     content: list[dict],
     status: str,
     usage=None,
+    window_tokens=None,
     error="",
     model="",
     tool_runs=None,
@@ -446,6 +448,7 @@ def finished(
         content=content,
         status=status,
         usage=usage,
+        window_tokens=window_tokens,
         error=error,
         tokens=estimate_content(content),
         model=model or turn.reply.model,

@@ -55,22 +55,21 @@ class WindowState:
     # prefix; None: estimate it all.
     anchor: tuple[int, int, int] | None
     tokens: int
-    # Input tokens of each reply the window carries (what its request weighed), oldest first:
+    # The window's size after each reply it carries, as the server counted it, oldest first:
     # the chart's latest points.
     per_turn: list[int] = field(default_factory=list, hash=False)
 
     def window(self) -> Window:
         return assemble(self.system, self.summary, self.entries, self.pinned_before_cut)
 
-    def extended(self, added: list[Entry], usage: dict | None = None) -> WindowState:
-        """The state once `added` (a user message, its reply) are in the transcript. The reply's
-        usage, when the server reported it, becomes the new anchor."""
+    def extended(self, added: list[Entry], window_tokens: int | None = None) -> WindowState:
+        """The state once `added` (a user message, its reply) are in the transcript. The
+        window's size after the reply, when the server counted it, becomes the new anchor."""
         entries = self.entries + added
         anchor, per_turn = self.anchor, self.per_turn
-        if added and usage_input_total(usage) > 0:
-            output = int((usage or {}).get("output_tokens") or 0) + MESSAGE_OVERHEAD
-            anchor = (added[-1].seq, usage_input_total(usage) + output, self.head_tokens)
-            per_turn = [*per_turn, usage_input_total(usage)]
+        if added and window_tokens:
+            anchor = (added[-1].seq, window_tokens + MESSAGE_OVERHEAD, self.head_tokens)
+            per_turn = [*per_turn, window_tokens]
         tokens = window_total(self.head_tokens, entries, anchor)
         return replace(self, entries=entries, anchor=anchor, tokens=tokens, per_turn=per_turn)
 
@@ -124,11 +123,7 @@ def build_state(
     summary = (boundary.summary or None) if boundary else None
     head = head_tokens(system, summary, pinned)
     anchor = _anchor([r for r in rows if r.seq >= first_kept], boundary, head)
-    per_turn = [
-        t
-        for t in (usage_input_total(r.usage) for r in rows if r.seq >= first_kept and r.usage)
-        if t > 0
-    ]
+    per_turn = [r.window_tokens for r in rows if r.seq >= first_kept and r.window_tokens]
     return WindowState(
         per_turn=per_turn,
         system=system,
@@ -148,20 +143,20 @@ def _anchor(
 ) -> tuple[int, int, int] | None:
     """The latest reply whose reported usage describes the current window's prefix.
 
-    Zero or missing usage is "unknown", never a figure: a server that reports zeros would
-    otherwise make every window look a few tokens long and compaction would never fire.
+    Zero or missing usage is "unknown", never a figure (`window_tokens` stays empty): a server
+    that reports zeros would otherwise make every window look a few tokens long and compaction
+    would never fire.
     """
     boundary_id = boundary.pk if boundary else None
     for row in reversed(rows):
         if (
             row.role == Message.Role.ASSISTANT
-            and usage_input_total(row.usage) > 0
+            and row.window_tokens
             and row.window_boundary_id == boundary_id
         ):
-            # The reply re-enters the next request as a message: its output plus framing.
-            output = int(row.usage.get("output_tokens") or 0) + MESSAGE_OVERHEAD
+            # The reply re-enters the next request as a message: plus its framing.
             head_then = head_now if row.window_head_tokens is None else row.window_head_tokens
-            return row.seq, usage_input_total(row.usage) + output, head_then
+            return row.seq, row.window_tokens + MESSAGE_OVERHEAD, head_then
     return None
 
 
@@ -261,7 +256,7 @@ class Panel:
     history_tokens: int
     first_kept_seq: int
     boundaries: list[Compaction]
-    per_turn: list[int]  # input tokens of the latest replies, oldest first
+    per_turn: list[int]  # the window after each of the latest replies, oldest first
     chart_capped: bool  # the chart shows only the latest CHART_TURNS replies
     draft: Compaction | None
     paused_until: datetime | None
@@ -324,9 +319,8 @@ def load_panel(conversation: Conversation, state: WindowState) -> Panel:
 
 # Replies before the current boundary never change: their points are read once per boundary.
 _EARLIER_SQL = (
-    "SELECT input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens "
-    "FROM chat_message WHERE conversation_id = %s AND role = 'assistant' "
-    "AND input_tokens IS NOT NULL AND seq < %s ORDER BY seq DESC LIMIT %s"
+    "SELECT window_tokens FROM chat_message WHERE conversation_id = %s AND role = 'assistant' "
+    "AND window_tokens IS NOT NULL AND seq < %s ORDER BY seq DESC LIMIT %s"
 )
 _earlier: OrderedDict[tuple[int, int], list[int]] = OrderedDict()
 _earlier_lock = threading.Lock()
@@ -343,11 +337,7 @@ def _earlier_points(conversation_id: int, boundary: Compaction | None) -> list[i
             return _earlier[key]
     with connection.cursor() as cursor:
         cursor.execute(_EARLIER_SQL, [conversation_id, boundary.first_kept_seq, CHART_TURNS])
-        usages = [
-            Message(**dict(zip(USAGE_COLUMNS, counts, strict=True))).usage
-            for counts in cursor.fetchall()
-        ]
-    points = [t for t in (usage_input_total(u) for u in reversed(usages)) if t > 0]
+        points = [tokens for (tokens,) in reversed(cursor.fetchall()) if tokens]
     with _earlier_lock:
         _earlier[key] = points
         while len(_earlier) > 1000:

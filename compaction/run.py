@@ -21,7 +21,7 @@ from django.utils import timezone
 import providers
 from chat import db
 from chat.models import USAGE_COLUMNS, Conversation, Message
-from providers.values import Request
+from providers.values import Request, Usage
 from tools import registry
 
 from . import summarise as brief
@@ -271,7 +271,7 @@ async def summarise(
         cache_head=0 if capabilities.supports_caching else None,
         cache_latest=False,
     )
-    spent: dict[str, int] = {}
+    spent = Usage()
     for request in (over_prefix, separate):
         if request is None:
             continue
@@ -285,14 +285,13 @@ async def summarise(
                 instructions,
                 max_chars=max_chars,
                 error=f"model summary call failed: {reason}",
-                usage=spent,
+                usage=spent.as_dict(),
             )
-        for key, value in (final.usage.as_dict() or {}).items():
-            spent[key] = spent.get(key, 0) + value
+        spent = spent.plus(final.usage)
         result = brief.from_output(
             final.text,
             final.stop_reason,
-            spent,
+            spent.as_dict() or {},
             entries,
             previous_summary,
             instructions,

@@ -24,7 +24,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
-from chat.models import USAGE_COLUMNS, Message
+from chat.models import Message
 
 from .entries import Entry
 from .models import Compaction
@@ -43,7 +43,7 @@ class Row(NamedTuple):
     seq: int
     role: str
     status: str
-    usage: dict | None
+    window_tokens: int | None
     window_boundary_id: int | None
     window_head_tokens: int | None
     pin_id: int | None
@@ -105,8 +105,7 @@ WITH b AS (
         (SELECT COUNT(*) FROM chat_pin WHERE conversation_id = %(c)s) AS pin_count,
         (SELECT MAX(id) FROM chat_pin WHERE conversation_id = %(c)s) AS pin_max
 )
-SELECT m.seq, m.role, m.status, m.content, m.tokens, m.input_tokens, m.output_tokens,
-       m.cache_read_tokens, m.cache_creation_tokens, m.window_boundary_id,
+SELECT m.seq, m.role, m.status, m.content, m.tokens, m.window_tokens, m.window_boundary_id,
        m.window_head_tokens, p.id,
        s.last_seq, s.boundary_id, s.first_kept, s.post_tokens,
        CASE WHEN m.seq = s.last_seq THEN s.summary END, s.cleared_before,
@@ -117,8 +116,7 @@ JOIN chat_message m ON m.conversation_id = %(c)s
     AND (m.seq = s.last_seq OR (%(rows)s AND m.seq >= s.first_kept AND m.seq > %(after)s))
 LEFT JOIN chat_pin p ON p.message_id = m.id
 UNION ALL
-SELECT m.seq, m.role, m.status, m.content, m.tokens, m.input_tokens, m.output_tokens,
-       m.cache_read_tokens, m.cache_creation_tokens, m.window_boundary_id,
+SELECT m.seq, m.role, m.status, m.content, m.tokens, m.window_tokens, m.window_boundary_id,
        m.window_head_tokens, p.id,
        s.last_seq, s.boundary_id, s.first_kept, s.post_tokens, NULL, s.cleared_before,
        s.streaming_id, s.streaming_heartbeat, s.running_id, s.running_heartbeat,
@@ -129,7 +127,7 @@ JOIN chat_message m ON m.id = p.message_id AND m.seq < s.first_kept
     AND %(rows)s AND %(after)s = 0
 ORDER BY 1
 """
-_WIDTH = 12  # the message columns, before the state's
+_WIDTH = 9  # the message columns, before the state's
 
 
 @dataclass(frozen=True)
@@ -226,10 +224,9 @@ def _read(conversation_id: int, with_rows: bool, after: int) -> list[tuple]:
 
 
 def _row(found: tuple) -> Row:
-    seq, role, status, content, tokens, *counts, boundary_id, head, pin = found[:_WIDTH]
+    seq, role, status, content, tokens, window_tokens, boundary_id, head, pin = found[:_WIDTH]
     entry = Entry(seq, role, _json(content), tokens, pinned=pin is not None)
-    usage = Message(**dict(zip(USAGE_COLUMNS, counts, strict=True))).usage
-    return Row(seq, role, status, usage, boundary_id, head, pin, entry)
+    return Row(seq, role, status, window_tokens, boundary_id, head, pin, entry)
 
 
 def _final_prefix(rows: list[Row], known: int) -> tuple[int, tuple[Row, ...]]:

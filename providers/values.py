@@ -72,6 +72,16 @@ class Usage:
         get = data.get if isinstance(data, dict) else lambda k: getattr(data, k, None)
         return cls(*(_count(get(k)) for k in USAGE_KEYS))
 
+    def plus(self, other: Usage) -> Usage:
+        """Two calls' usage together (a turn's steps, a summary asked twice): what was billed."""
+        return Usage(*((getattr(self, k) or 0) + (getattr(other, k) or 0) for k in USAGE_KEYS))
+
+    @property
+    def window_tokens(self) -> int | None:
+        """The request's window once its reply is in it, as the server counted: its input and
+        output. None when the server did not count."""
+        return self.input_total + (self.output_tokens or 0) if self.known else None
+
     def merged(self, later: Usage) -> Usage:
         """`message_delta` repeats or updates counts from `message_start`: later values win."""
         return Usage(

@@ -8,8 +8,11 @@ import asyncio
 import json
 
 import pytest
+from asgiref.sync import sync_to_async
 
-from chat.models import Message
+from chat.models import USAGE_COLUMNS, Message
+from compaction.loading import load_window
+from compaction.tokens import MESSAGE_OVERHEAD
 from tests.conftest import receive_until, shows, socket_for
 from tests.fake_anthropic import stripped, system_text
 from tests.waiting import settle
@@ -80,6 +83,16 @@ async def test_the_model_searches_its_history_and_answers_with_what_it_found(
     assert [b["type"] for b in saved.content] == ["text", "tool_use", "tool_result", "text"]
     assert saved.content[-1]["text"] == "It rotates on Fridays (#1)."
     assert set(saved.tool_runs) == {"toolu_1"} and saved.tool_runs["toolu_1"]["ms"] >= 0
+    # Billed for both steps; the window after the turn is what the last step's input held
+    # (every step before it) plus its output, and the next turn's count anchors on it.
+    counts = fake_anthropic.counts
+    for column, key in USAGE_COLUMNS.items():
+        if key != "output_tokens":
+            assert getattr(saved, column) == sum(c[key] for c in counts)
+    last_input = sum(counts[1].values())
+    assert last_input < saved.window_tokens < last_input + saved.output_tokens
+    state = await sync_to_async(load_window)(conversation)
+    assert state.anchor[:2] == (4, saved.window_tokens + MESSAGE_OVERHEAD)
     # The page showed the call running, then answered, then the final reply with the call.
     page = "".join(frames)
     assert 'class="tool-call running" data-tool="search_history"' in page
@@ -163,6 +176,9 @@ async def test_stop_during_a_later_step_keeps_every_step_and_the_text_so_far(
     kinds = [b["type"] for b in saved.content]
     assert kinds[:3] == ["text", "tool_use", "tool_result"] and kinds[-1] == "text"
     assert saved.content[-1]["text"].startswith("word0")
+    # The finished step was billed and is counted; a stopped turn anchors nothing.
+    assert saved.input_tokens == fake_anthropic.counts[0]["input_tokens"] > 0
+    assert saved.window_tokens is None
 
 
 async def test_stop_while_a_tool_runs_answers_the_call_not_run(
