@@ -1,19 +1,20 @@
 """Transcripts are read-only in the admin: they are the record of what was said."""
 
 from django.contrib import admin
-from django.db.models import IntegerField, OuterRef, Subquery, Sum, Value
-from django.db.models.functions import Coalesce
+from django.contrib.auth import get_user_model
+from django.contrib.auth.admin import UserAdmin
+from django.db.models import Prefetch
 
-from compaction.models import Compaction
 from providers.prices import cost
 
 from .models import USAGE_COLUMNS, Conversation, Message, Pin
 
 
-def _summed(model, column: str):
-    rows = model.objects.filter(conversation=OuterRef("pk")).order_by().values("conversation")
-    total = rows.annotate(total=Sum(column)).values("total")
-    return Coalesce(Subquery(total, output_field=IntegerField()), Value(0))
+def _dollars(conversations) -> str:
+    """What some conversations cost, each priced for its own model; "-" when none is priced."""
+    priced = [cost(c.usage, c.model) for c in conversations]
+    known = [d for d in priced if d is not None]
+    return f"{sum(known):,.4f}" if known else "-"
 
 
 class ReadOnlyMixin:
@@ -53,19 +54,32 @@ class ConversationAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request, obj=None) -> bool:
         return False  # deleting would cascade to the append-only transcript
 
-    def get_queryset(self, request):
-        # Usage of its replies and summary calls, summed in the same query as the list.
-        sums = {
-            f"spent_{column}": _summed(Message, column) + _summed(Compaction, column)
-            for column in USAGE_COLUMNS
-        }
-        return super().get_queryset(request).annotate(**sums)
-
     @admin.display(description="Cost (USD)")
     def cost(self, obj: Conversation) -> str:
-        usage = Message(**{c: getattr(obj, f"spent_{c}") for c in USAGE_COLUMNS}).usage
-        dollars = cost(usage, obj.model)
-        return "-" if dollars is None else f"{dollars:,.4f}"
+        return _dollars([obj])  # its running totals: replies and summary calls
+
+
+class UserWithCost(UserAdmin):
+    """The users list with what each one's conversations cost (deleted ones included: they
+    were paid for)."""
+
+    list_display = [*UserAdmin.list_display, "cost"]
+
+    def get_queryset(self, request):
+        spent = Conversation.objects.only("owner_id", "model", *USAGE_COLUMNS).order_by()
+        return (
+            super()
+            .get_queryset(request)
+            .prefetch_related(Prefetch("conversations", queryset=spent, to_attr="spent"))
+        )
+
+    @admin.display(description="Cost (USD)")
+    def cost(self, obj) -> str:
+        return _dollars(obj.spent)
+
+
+admin.site.unregister(get_user_model())
+admin.site.register(get_user_model(), UserWithCost)
 
 
 @admin.register(Message)

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.db.models import F
+from django.db.models.functions import Coalesce
 
 from compaction.entries import Entry
 from search.text import searchable_text
@@ -56,12 +58,24 @@ class ConversationQuerySet(models.QuerySet):
             return self.none()
         return self.filter(owner=user, deleted_at__isnull=True)
 
+    def add_spent(self, pk, usage: dict) -> None:
+        """Add a model call's usage to the conversation's running totals."""
+        self.filter(pk=pk).update(
+            **{
+                column: Coalesce(F(column), 0) + int(usage.get(key) or 0)
+                for column, key in USAGE_COLUMNS.items()
+            }
+        )
+
     def locked(self, pk) -> Conversation | None:
         """The row locked for this transaction: changes to one conversation happen one at a time."""
         return self.select_for_update().filter(pk=pk).first()
 
 
-class Conversation(models.Model):
+class Conversation(UsageColumns):
+    """A chat. Its usage columns are running totals: every reply and summary call it paid
+    for, added as each is saved (so showing what it cost never sums its history)."""
+
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations"
     )

@@ -168,13 +168,19 @@ _MESSAGE_FIELDS = [f for f in Message._meta.concrete_fields if not f.primary_key
 
 
 def _lock(
-    conversation_id, user=None, *, touch: bool = True, title: str | None = None
+    conversation_id,
+    user=None,
+    *,
+    touch: bool = True,
+    title: str | None = None,
+    spent: dict | None = None,
 ) -> Conversation | None:
     """Lock the conversation's row for this transaction and return it as it is now. Every
     change to a conversation's queue (a send, a claim, a cancel, opening a compaction) takes
     this lock first, so they happen one at a time and each statement after it sees the others'
     committed work. One statement: with `touch` it also moves the conversation up its owner's
-    list, and given `title` names it if it has no name yet."""
+    list, given `title` names it if it has no name yet, and given `spent` (a reply's usage)
+    adds it to the running totals."""
     if user is not None and not user.is_authenticated:
         return None
     try:
@@ -185,11 +191,14 @@ def _lock(
         where.append("owner_id = %s")
         params.append(user.pk)
     columns = ", ".join(f.column for f in _CONVERSATION_FIELDS)
-    if touch or title is not None:
+    if touch or title is not None or spent:
         changes, values = ["updated_at = %s"], [_now()]
         if title is not None:
             changes.append("title = CASE WHEN title = %s THEN %s ELSE title END")
             values += [DEFAULT_TITLE, title]
+        for column, key in USAGE_COLUMNS.items() if spent else ():
+            changes.append(f"{column} = COALESCE({column}, 0) + %s")
+            values.append(int(spent.get(key) or 0))
         sql = (
             f"UPDATE chat_conversation SET {', '.join(changes)} "  # noqa: S608 - no input
             f"WHERE {' AND '.join(where)} RETURNING {columns}"
@@ -371,8 +380,10 @@ def close_turn(
         title = None
         if reply.seq == 2 and turn.state.entries:
             title = title_from(turn.state.entries[-1].text)
-        # The send touched the conversation already: the lock alone, or the first reply's title.
-        conversation = _lock(turn.conversation.pk, touch=False, title=title)
+        # The send touched the conversation already: the lock, the first reply's title, and
+        # what the reply cost, in one statement.
+        spent = reply.usage if written else None
+        conversation = _lock(turn.conversation.pk, touch=False, title=title, spent=spent)
         if conversation is None:  # deleted meanwhile: its queue was cancelled, nothing follows
             figures = load_figures(turn.conversation, after)
             return Closed(reply, turn.conversation, figures, Claim(None))
@@ -404,6 +415,8 @@ def save_final(reply: Message) -> Message:
     with transaction.atomic():
         if not _finish_row(reply):
             return Message.objects.get(pk=reply.pk)
+        if reply.usage:
+            Conversation.objects.add_spent(reply.conversation_id, reply.usage)
     return reply
 
 

@@ -211,36 +211,24 @@ class Spent:
     last: Spend | None
 
 
-# Usage summed over the conversation's replies and summary calls, and its latest reply's: one
-# statement, on the conversation's index.
-_SPENT_SQL = """
-SELECT 0, SUM(input_tokens), SUM(output_tokens), SUM(cache_read_tokens),
-       SUM(cache_creation_tokens)
-FROM (SELECT input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens
-      FROM chat_message WHERE conversation_id = %(c)s AND input_tokens IS NOT NULL
-      UNION ALL
-      SELECT input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens
-      FROM compaction_compaction WHERE conversation_id = %(c)s AND input_tokens IS NOT NULL) t
-UNION ALL
-SELECT * FROM (SELECT 1, input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens
-               FROM chat_message WHERE conversation_id = %(c)s AND input_tokens IS NOT NULL
-               ORDER BY seq DESC LIMIT 1) latest
-"""
+# The latest reply that was billed (its steps summed), walking back from the newest on the
+# conversation's index: bounded by the replies since, never by the length of the history.
+_LAST_SPENT_SQL = (
+    "SELECT input_tokens, output_tokens, cache_read_tokens, cache_creation_tokens "
+    "FROM chat_message WHERE conversation_id = %s AND input_tokens IS NOT NULL "
+    "ORDER BY seq DESC LIMIT 1"
+)
 
 
 def load_spent(conversation: Conversation) -> Spent:
+    """The total from the conversation's running totals, the latest turn's from its row."""
     with connection.cursor() as cursor:
-        cursor.execute(_SPENT_SQL, {"c": conversation.pk})
-        found = {which: counts for which, *counts in cursor.fetchall()}
-
-    def spend(counts) -> Spend | None:
-        if not counts or counts[0] is None:
-            return None
-        return Spend.of(
-            Message(**dict(zip(USAGE_COLUMNS, counts, strict=True))).usage, conversation.model
-        )
-
-    return Spent(spend(found.get(0)), spend(found.get(1)))
+        cursor.execute(_LAST_SPENT_SQL, [conversation.pk])
+        last = cursor.fetchone()
+    last_usage = Message(**dict(zip(USAGE_COLUMNS, last, strict=True))).usage if last else None
+    return Spent(
+        Spend.of(conversation.usage, conversation.model), Spend.of(last_usage, conversation.model)
+    )
 
 
 @dataclass

@@ -352,6 +352,8 @@ def close(opened: Opened, result: brief.SummaryResult, duration_ms: int, *, revi
         )
         if not written:
             return Compaction.objects.get(pk=row.pk)  # recovered as stale meanwhile
+        if row.usage:
+            Conversation.objects.add_spent(opened.conversation_id, row.usage)
         if row.trigger == Compaction.Trigger.AUTO:
             _count_auto_outcome(opened.conversation_id, row.status == Compaction.Status.FAILED)
     return row

@@ -215,6 +215,12 @@ async def test_a_summary_while_the_prefix_is_cached_is_asked_over_it_and_reads_i
         "## Primary request and intent\nQ.",
     )
     assert row.cache_read_tokens == read
+    # The conversation's running totals are every billed call's: three replies and the summary.
+    await conversation.arefresh_from_db()
+    replies = [m async for m in Message.objects.filter(role="assistant")]
+    for column in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_creation_tokens"):
+        billed = sum(getattr(m, column) for m in replies) + getattr(row, column)
+        assert getattr(conversation, column) == billed > 0
 
 
 @pytest.mark.django_db(transaction=True)

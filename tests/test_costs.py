@@ -65,8 +65,16 @@ def test_the_panel_shows_the_last_turn_and_the_conversation_in_all(client, alice
         Message.objects.create(conversation=conversation, seq=seq, role="user", content=text)
     for seq in (2, 4):
         Message.objects.create(
-            conversation=conversation, seq=seq, role="assistant", usage=USAGE, content=[]
+            conversation=conversation,
+            seq=seq,
+            role="assistant",
+            usage=USAGE,
+            model="claude-x-1",
+            content=[{"type": "text", "text": f"answer {seq}"}],
         )
+        Conversation.objects.add_spent(conversation.pk, USAGE)  # as the turn's close does
+    Conversation.objects.add_spent(conversation.pk, {"input_tokens": 3_000, "output_tokens": 400})
+    conversation.refresh_from_db()
     Compaction.objects.create(
         conversation=conversation,
         trigger="auto",
@@ -86,24 +94,28 @@ def test_the_panel_shows_the_last_turn_and_the_conversation_in_all(client, alice
     page = client.get(f"/conversations/{conversation.pk}/").content.decode()
     assert "Last turn: $0.0210 · 77% of input from cache" in page
     assert "This conversation: $0.0570" in page
+    # Each reply says what its turn was billed.
+    assert page.count('<span class="turn-spend"') == 2
+    assert "$0.0210 · 77% of input from cache</span>" in page
     # The divider: what the compaction saves every turn, and what its summary call cost.
     assert "saves 6,500 tokens a turn · summary cost $0.0150" in page
 
 
-def test_the_admin_lists_what_each_conversation_cost(admin_client, alice, settings):
-    settings.MODEL_PRICES = {"claude": [3, 15]}
+def test_the_admin_lists_what_each_conversation_and_each_user_cost(
+    admin_client, alice, bob, settings
+):
+    settings.MODEL_PRICES = {"claude": [3, 15], "claude-haiku": [1, 5]}
     conversation = Conversation.objects.create(owner=alice, model="claude-x", title="Costly")
-    Message.objects.create(
-        conversation=conversation, seq=2, role="assistant", usage=USAGE, content=[]
-    )
-    Compaction.objects.create(
-        conversation=conversation,
-        trigger="auto",
-        status="committed",
-        first_kept_seq=3,
-        usage={"input_tokens": 3_000, "output_tokens": 400},
-    )
+    Conversation.objects.add_spent(conversation.pk, USAGE)  # a reply
+    Conversation.objects.add_spent(conversation.pk, {"input_tokens": 3_000, "output_tokens": 400})
+    cheaper = Conversation.objects.create(owner=alice, model="claude-haiku-4", title="Cheap")
+    Conversation.objects.add_spent(cheaper.pk, {"input_tokens": 1_000, "output_tokens": 200})
     Conversation.objects.create(owner=alice, model="demo", title="Offline")
+    Conversation.objects.create(owner=bob, model="demo", title="Offline too")
     page = admin_client.get("/admin/chat/conversation/").content.decode()
     assert "0.0360" in page  # 0.021 for the reply, 0.015 for the summary
+    assert "0.0020" in page  # each priced for its own model
     assert f'href="?owner__id__exact={alice.pk}"' in page  # narrowed to one user
+    users = admin_client.get("/admin/auth/user/").content.decode()
+    assert '<td class="field-cost">0.0380</td>' in users  # alice: both priced conversations
+    assert '<td class="field-cost">-</td>' in users  # bob: only the unpriced demo

@@ -93,6 +93,8 @@ async def test_the_model_searches_its_history_and_answers_with_what_it_found(
     assert last_input < saved.window_tokens < last_input + saved.output_tokens
     state = await sync_to_async(load_window)(conversation)
     assert state.anchor[:2] == (4, saved.window_tokens + MESSAGE_OVERHEAD)
+    await conversation.arefresh_from_db()
+    assert conversation.usage == saved.usage  # the running total: this turn, both steps
     # The page showed the call running, then answered, then the final reply with the call.
     page = "".join(frames)
     assert 'class="tool-call running" data-tool="search_history"' in page

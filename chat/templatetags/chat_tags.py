@@ -104,5 +104,6 @@ def search_marks(snippet: str) -> SafeString:
 
 @register.filter
 def spend(row, model: str):
-    """What a compaction's summary call cost (None: no call, or no usage reported)."""
+    """What a reply's turn or a compaction's summary call cost (None: no call, or no usage
+    reported)."""
     return Spend.of(row.usage, model)
