@@ -56,8 +56,11 @@ def _open(conversation_id, trigger, instructions, before_reply):
 
 
 async def compact(conversation, client, *, trigger="manual", instructions="", before_reply=False):
-    """Open and run one compaction with `client` answering, as the engine does."""
-    opened = await db.run(_open, conversation.pk, trigger, instructions, before_reply)
+    """Open and run one compaction with `client` answering, as the engine does (a cancel
+    while it is being opened releases it)."""
+    from chat import engine
+
+    opened = await engine.hold(db.run(_open, conversation.pk, trigger, instructions, before_reply))
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr("providers.client_for", lambda model: client)
         return await run.run(opened)
