@@ -11,8 +11,10 @@ from __future__ import annotations
 from django.conf import settings
 
 import providers
+from compaction.loading import budget_for
+from compaction.tokens import estimate_text
 
-from . import broadcast, db, fragments, queue
+from . import broadcast, clean, db, fragments, queue
 from .errors import ActionError
 from .models import Conversation, Message, Pin
 
@@ -73,11 +75,9 @@ def create_conversation(user, *, system_prompt: str | None = None) -> Conversati
 
 
 def rename_conversation(user, conversation_id, title: str) -> Conversation:
-    title = " ".join(title.split())
-    if not title:
-        raise ActionError("A title cannot be empty.")
+    title = " ".join(clean.clean(title, clean.TITLE, required=True).split())
     conversation = get_conversation(user, conversation_id)
-    conversation.title = title[:200]
+    conversation.title = title
     conversation.save(update_fields=["title", "updated_at"])
     return conversation
 
@@ -85,11 +85,25 @@ def rename_conversation(user, conversation_id, title: str) -> Conversation:
 def update_settings(
     user, conversation_id, *, system_prompt: str, review_compactions: bool
 ) -> Conversation:
+    system_prompt = clean.clean(system_prompt, clean.SYSTEM_PROMPT)
     conversation = get_conversation(user, conversation_id)
-    conversation.system_prompt = system_prompt.strip()[: settings.MAX_MESSAGE_CHARS]
+    _check_prompt_fits(system_prompt, conversation.model)
+    conversation.system_prompt = system_prompt
     conversation.review_compactions = review_compactions
     conversation.save(update_fields=["system_prompt", "review_compactions", "updated_at"])
     return conversation
+
+
+def _check_prompt_fits(system_prompt: str, model: str) -> None:
+    """The system prompt rides in every request: past half the budget it leaves the
+    conversation too little room (the tail, the summary, the reply)."""
+    tokens, budget = estimate_text(system_prompt), budget_for(model).total
+    if tokens > budget // 2:
+        raise ActionError(
+            f"The system prompt is about {tokens:,} tokens: more than half of this model's "
+            f"window budget of {budget:,}, which would leave the conversation too little room. "
+            "Shorten it."
+        )
 
 
 def delete_conversation(user, conversation_id) -> None:

@@ -7,7 +7,10 @@ class ChatConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from . import sessions
+
         post_migrate.connect(_ensure_search_index, sender=self)
+        sessions.connect()
 
 
 def _ensure_search_index(sender, using: str = "default", **kwargs) -> None:

@@ -27,6 +27,20 @@ async def html(conversation_id: int, fragment: str) -> None:
         log.exception("could not send a fragment to conversation %s", conversation_id)
 
 
+def user_group(user_id: int) -> str:
+    """Every socket a user has open, in every process: ended when their sessions are."""
+    return f"user-{user_id}"
+
+
+async def end_sessions(user_id: int) -> None:
+    """Close every socket of the user, in every process (they logged out, or changed their
+    password). A tab whose session is still valid reconnects at once; the others cannot."""
+    try:
+        await get_channel_layer().group_send(user_group(user_id), {"type": "session.end"})
+    except Exception:
+        log.exception("could not end the sockets of user %s", user_id)
+
+
 def control_group(conversation_id: int) -> str:
     """Where Stop is sent: only the process streaming the reply listens here (chat.liveness)."""
     return f"conversation-{conversation_id}-control"

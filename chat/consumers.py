@@ -20,6 +20,8 @@ from . import actions, broadcast, db, engine, fragments
 # A frame is the message plus htmx's headers; anything far beyond the message limit is refused
 # before it is parsed.
 FRAME_OVERHEAD = 8_192
+# The close code when the user's session ended elsewhere (4000-4999 are the application's).
+SESSION_ENDED = 4401
 
 
 class ConversationConsumer(AsyncWebsocketConsumer):
@@ -37,7 +39,9 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             return
         self.conversation_id = conversation.pk
         self.group = broadcast.group_name(conversation.pk)
+        self.user_group = broadcast.user_group(self.user.pk)
         await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.channel_layer.group_add(self.user_group, self.channel_name)
         await self.accept()
         engine.ensure_started()  # servers without an ASGI lifespan start it on first use
 
@@ -55,6 +59,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         # The reply is not this socket's to cancel: it finishes and saves without it.
         if self.conversation_id is not None:
             await self.channel_layer.group_discard(self.group, self.channel_name)
+            await self.channel_layer.group_discard(self.user_group, self.channel_name)
 
     async def receive(self, text_data=None, bytes_data=None) -> None:
         if text_data is None:
@@ -142,3 +147,6 @@ class ConversationConsumer(AsyncWebsocketConsumer):
 
     async def chat_html(self, event: dict) -> None:
         await self.send(text_data=event["html"])
+
+    async def session_end(self, event: dict) -> None:
+        await self.close(code=SESSION_ENDED)

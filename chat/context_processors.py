@@ -1,5 +1,7 @@
 from django.conf import settings
 
+from .clean import limits
+
 
 def app_settings(request) -> dict:
-    return {"ALLOW_SIGNUP": settings.ALLOW_SIGNUP, "MAX_MESSAGE_CHARS": settings.MAX_MESSAGE_CHARS}
+    return {"ALLOW_SIGNUP": settings.ALLOW_SIGNUP, **limits()}

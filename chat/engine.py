@@ -22,7 +22,7 @@ import asyncio
 import logging
 import time
 from contextlib import aclosing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from django.conf import settings
 from django.utils import timezone
@@ -39,6 +39,7 @@ from tools import mcp, registry
 from tools.values import Context
 
 from . import broadcast, db, fragments, queue
+from .clean import scrubbed, scrubbed_blocks
 from .coalesce import DeltaRelay
 from .liveness import local
 from .models import Message
@@ -302,15 +303,16 @@ async def _step(client, request: Request, turn, received: _Received, relay: Delt
     async with aclosing(client.stream(request)) as events:
         async for event in events:
             if isinstance(event, TextDelta):
-                received.parts.append(event.text)
-                relay.add(event.text)
+                text = scrubbed(event.text)
+                received.parts.append(text)
+                relay.add(text)
                 if time.monotonic() - last_save >= PARTIAL_SAVE_SECONDS:
                     last_save = time.monotonic()
                     saved = received.content()
                     if not await db.run(queue.save_partial, turn.reply.pk, saved, received.runs):
                         raise _Stopped
             elif isinstance(event, Final):
-                final = received.final = event
+                final = received.final = replace(event, content=scrubbed_blocks(event.content))
             # Tool calls arrive whole with the final message; their deltas are not shown.
     if final is None:
         raise LLMError("The model stream ended without a final message.")
@@ -324,7 +326,7 @@ def _bubble(turn: queue.Turn, received: _Received) -> str:
 
 
 def _result(tool_use_id: str, text: str, is_error: bool) -> dict:
-    block = {"type": "tool_result", "tool_use_id": tool_use_id, "content": text}
+    block = {"type": "tool_result", "tool_use_id": tool_use_id, "content": scrubbed(text)}
     if is_error:
         block["is_error"] = True
     return block

@@ -21,6 +21,7 @@ import providers
 from compaction.tokens import estimate_content
 from search.text import searchable_text
 
+from .clean import SYSTEM_PROMPT, clean, invalid_text
 from .errors import ActionError
 from .models import Conversation, Message
 from .queue import title_from
@@ -92,7 +93,8 @@ def _own(data: dict) -> Imported:
         status = message.get("status") if message.get("status") in KEPT_STATUSES else "complete"
         imported.messages.append((role, blocks, status))
     system = data.get("system_prompt")
-    imported.system_prompt = _text(system, "the system prompt") if system else None
+    if system:
+        imported.system_prompt = clean(_text(system, "the system prompt"), SYSTEM_PROMPT)
     return imported
 
 
@@ -147,18 +149,15 @@ def _chatgpt(conversation: dict, n: int) -> Imported:
 def _text(value, where: str) -> str:
     if not isinstance(value, str):
         raise ActionError(f"The text of {where} is not a string.")
-    if "\x00" in value:
-        raise ActionError(f"The text of {where} contains a NUL character.")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ActionError(f"The text of {where} is not valid Unicode (a lone surrogate).") from None
+    problem = invalid_text(value)
+    if problem:
+        raise ActionError(f"The text of {where} {problem}.")
     return value
 
 
 def _clean_title(title) -> str:
     if isinstance(title, str) and title.strip():
-        return _text(" ".join(title.split()), "the title")[:200]
+        return _text(" ".join(title.split()), "the title")[: settings.MAX_TITLE_CHARS]
     return ""
 
 

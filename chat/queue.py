@@ -23,7 +23,6 @@ import copy
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.db.models import BooleanField, DateTimeField, Exists, JSONField, OuterRef, Q
 from django.utils import timezone
@@ -36,6 +35,7 @@ from compaction.snapshot import Snapshot, as_datetime, read_snapshot
 from compaction.tokens import estimate_content, estimate_text
 from search.text import searchable_text
 
+from . import clean
 from .errors import ActionError
 from .models import USAGE_COLUMNS, Conversation, Message
 
@@ -79,13 +79,7 @@ class Claim:
 def clean_user_text(text) -> str:
     if not isinstance(text, str) or not text.strip():
         raise ActionError("Type a message first: an empty message cannot be sent.")
-    text = text.strip()
-    if len(text) > settings.MAX_MESSAGE_CHARS:
-        raise ActionError(
-            f"That message is {len(text):,} characters; the limit is "
-            f"{settings.MAX_MESSAGE_CHARS:,}. Shorten it or split it."
-        )
-    return text
+    return clean.clean(text, clean.MESSAGE, required=True)
 
 
 def append(user, conversation_id: int, text: str) -> Claim:

@@ -19,7 +19,7 @@ from search.messages import MAX_LIMIT, search
 from search.text import marked
 from tools import registry
 
-from . import actions, fragments, imports, transcript
+from . import actions, clean, fragments, imports, transcript
 from .errors import ActionError
 from .models import Conversation, Pin
 
@@ -164,13 +164,17 @@ def conversation_rename(request: HttpRequest, conversation_id: int) -> HttpRespo
 @require_POST
 def conversation_settings(request: HttpRequest, conversation_id: int) -> HttpResponse:
     _owned(request, conversation_id)
-    actions.update_settings(
-        request.user,
-        conversation_id,
-        system_prompt=request.POST.get("system_prompt", ""),
-        review_compactions=request.POST.get("review_compactions") == "on",
-    )
-    flash.success(request, "Settings saved.")
+    try:
+        actions.update_settings(
+            request.user,
+            conversation_id,
+            system_prompt=request.POST.get("system_prompt", ""),
+            review_compactions=request.POST.get("review_compactions") == "on",
+        )
+    except actions.ActionError as exc:
+        flash.error(request, f"Settings not saved. {exc.reason}")
+    else:
+        flash.success(request, "Settings saved.")
     return redirect("conversation", conversation_id=conversation_id)
 
 
@@ -248,9 +252,13 @@ def conversation_search(request: HttpRequest, conversation_id: int) -> JsonRespo
     """The conversation's whole transcript (compacted part included), best hits first: the same
     function the model's `search_history` tool calls."""
     conversation = _owned(request, conversation_id)
-    query, limit = request.GET.get("q", ""), _limit(request.GET.get("limit"))
+    limit = _limit(request.GET.get("limit"))
     if limit is None:
         return JsonResponse({"error": f"limit must be a number from 1 to {MAX_LIMIT}."}, status=400)
+    try:
+        query = clean.clean(request.GET.get("q"), clean.QUERY)
+    except ActionError as exc:
+        return JsonResponse({"error": exc.reason}, status=400)
     hits = search(request.user, query, conversation_id=conversation.pk, limit=limit)
     return JsonResponse(
         {
@@ -275,7 +283,10 @@ def search_page(request: HttpRequest, conversation_id: int | None = None) -> Htt
     """Search for people: all their conversations (the sidebar's box), or one (the header's).
     Each hit links to its message in the conversation, which the page scrolls to and marks."""
     conversation = _owned(request, conversation_id) if conversation_id is not None else None
-    query = request.GET.get("q", "")[:500]
+    try:
+        query = clean.clean(request.GET.get("q"), clean.QUERY)
+    except ActionError as exc:
+        return HttpResponse(exc.reason, status=400, content_type="text/plain; charset=utf-8")
     hits = search(
         request.user, query, conversation_id=conversation_id, limit=settings.SEARCH_PAGE_HITS
     )

@@ -8,11 +8,11 @@ return it: the turn engine runs the summary, so a compaction and a reply never o
 
 from __future__ import annotations
 
-from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from chat import broadcast, db, fragments
+from chat import broadcast, clean, db, fragments
+from chat.errors import ActionError
 from chat.models import Conversation, Message
 
 from . import run
@@ -66,7 +66,10 @@ def _panel_of(conversation_id: int):
 
 
 def _clean_instructions(instructions) -> str:
-    return str(instructions or "")[: settings.MAX_MESSAGE_CHARS]
+    try:
+        return clean.clean(instructions, clean.INSTRUCTIONS)
+    except ActionError as exc:
+        raise CompactionRefused(exc.reason) from None
 
 
 def _open_for_user(user, conversation_id, trigger, instructions, *, discard=None) -> Opened:
@@ -128,7 +131,10 @@ def _settle(draft: Compaction, status: str, **fields) -> Compaction:
 
 def _approve(user, conversation_id, compaction_id, summary) -> Compaction:
     draft = _draft(user, conversation_id, compaction_id)
-    summary = str(summary or "").strip()
+    try:
+        summary = clean.clean(summary, clean.SUMMARY)
+    except ActionError as exc:
+        raise CompactionRefused(exc.reason) from None
     if not summary:
         raise CompactionRefused("An approved summary cannot be empty.")
     edited = summary != draft.summary.strip()

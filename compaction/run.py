@@ -20,6 +20,7 @@ from django.utils import timezone
 
 import providers
 from chat import db
+from chat.clean import scrubbed
 from chat.models import USAGE_COLUMNS, Conversation, Message
 from providers.values import Request, Usage
 from tools import registry
@@ -318,8 +319,8 @@ def post_tokens(state: WindowState, summary: str, cut: int) -> int:
 
 def close(opened: Opened, result: brief.SummaryResult, duration_ms: int, *, review: bool):
     row = opened.row
-    row.summary = result.summary
-    row.raw_output = result.raw_output
+    row.summary = scrubbed(result.summary)  # model output: stored and shown, never refused
+    row.raw_output = scrubbed(result.raw_output)
     row.summariser = result.summariser
     row.usage = result.usage or None
     row.error = result.error

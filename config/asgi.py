@@ -1,7 +1,8 @@
 """HTTP and websocket entry point.
 
-Websockets go through the origin check (against ALLOWED_HOSTS) and the session-based auth
-middleware, so a socket is only ever opened by a logged-in user from our own pages.
+Websockets go through the origin check (scheme, host and port: chat/origin.py) and the
+session-based auth middleware, so a socket is only ever opened by a logged-in user from our own
+pages.
 """
 
 import os
@@ -13,11 +14,11 @@ django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.urls import path  # noqa: E402
 
 from chat.consumers import ConversationConsumer  # noqa: E402
 from chat.engine import lifespan  # noqa: E402
+from chat.origin import SameOriginValidator  # noqa: E402
 
 websocket_urlpatterns = [
     path("ws/conversations/<int:conversation_id>/", ConversationConsumer.as_asgi()),
@@ -26,9 +27,7 @@ websocket_urlpatterns = [
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
-        "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
-        ),
+        "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
         # Servers that speak it (uvicorn): start-up recovery, and a clean shutdown that closes
         # this process's replies at once.
         "lifespan": lifespan,

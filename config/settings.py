@@ -6,6 +6,7 @@ error at start-up, not a surprise at run time.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -34,7 +35,7 @@ def env_bool(name: str, default: bool) -> bool:
     raise ImproperlyConfigured(f"{name} must be true or false, got {raw!r}")
 
 
-def env_int(name: str, default: int, *, minimum: int = 1) -> int:
+def env_int(name: str, default: int, *, minimum: int = 1, maximum: int | None = None) -> int:
     raw = os.environ.get(name)
     if raw is None or raw == "":
         return default
@@ -44,6 +45,8 @@ def env_int(name: str, default: int, *, minimum: int = 1) -> int:
         raise ImproperlyConfigured(f"{name} must be an integer, got {raw!r}") from None
     if value < minimum:
         raise ImproperlyConfigured(f"{name} must be at least {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ImproperlyConfigured(f"{name} must be at most {maximum}, got {value}")
     return value
 
 
@@ -213,6 +216,12 @@ if REDIS_URL:
                         "health_check_interval": 30,
                     }
                 ],
+                # Redis pub/sub is not scoped by database number: without a prefix of its own,
+                # two deployments on one Redis server would hear each other's conversations.
+                "prefix": env_str(
+                    "CHANNEL_PREFIX",
+                    "chat-" + hashlib.sha256(REDIS_URL.encode()).hexdigest()[:12],
+                ),
             },
         }
     }
@@ -266,7 +275,13 @@ LOGGING = {
 
 # --- The chat -----------------------------------------------------------------------------
 ALLOW_SIGNUP = env_bool("ALLOW_SIGNUP", True)
+# What people can type, field by field (chat/clean.py): the forms show the same limits.
 MAX_MESSAGE_CHARS = env_int("MAX_MESSAGE_CHARS", 20_000)
+MAX_SYSTEM_PROMPT_CHARS = env_int("MAX_SYSTEM_PROMPT_CHARS", 20_000)
+MAX_INSTRUCTIONS_CHARS = env_int("MAX_INSTRUCTIONS_CHARS", 2_000)
+MAX_TITLE_CHARS = env_int("MAX_TITLE_CHARS", 200, maximum=200)  # the column's width
+MAX_SUMMARY_CHARS = env_int("MAX_SUMMARY_CHARS", 20_000)
+MAX_QUERY_CHARS = env_int("MAX_QUERY_CHARS", 500)
 # "anthropic" or "demo"; empty picks anthropic when a key or base URL is set, else demo.
 LLM_PROVIDER = env_str("LLM_PROVIDER").strip().lower()
 if LLM_PROVIDER not in {"", "anthropic", "demo"}:

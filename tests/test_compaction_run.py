@@ -311,7 +311,10 @@ def test_undo_waits_for_an_open_draft(conversation, alice):
         actions._undo(alice, conversation.pk)
 
 
-def test_an_edited_summary_that_would_not_shrink_the_window_is_refused(conversation, alice):
+def test_an_edited_summary_that_would_not_shrink_the_window_is_refused(
+    conversation, alice, settings
+):
+    settings.MAX_SUMMARY_CHARS = 50_000  # within the limit: refused for its size in tokens
     add_turns(conversation, 8)
     draft = Compaction.objects.create(
         conversation=conversation,

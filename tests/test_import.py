@@ -127,7 +127,7 @@ def test_a_chatgpt_export_becomes_one_conversation_each_along_the_branch_on_scre
         (b'{"messages": []}', "no messages"),
         (b'{"messages": [{"role": "system", "content": "x"}]}', "must be"),
         (b'{"messages": [{"role": "user", "content": 42}]}', "content must be"),
-        (b'{"messages": [{"role": "user", "content": "a\\ud800b"}]}', "not valid Unicode"),
+        (b'{"messages": [{"role": "user", "content": "a\\ud800b"}]}', "invalid Unicode"),
         (b'{"messages": [{"role": "user", "content": "a\\u0000b"}]}', "NUL"),
         (b"[]", "neither"),
         (b'[{"mapping": {}}]', "no messages"),

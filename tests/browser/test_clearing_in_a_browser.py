@@ -38,8 +38,10 @@ def test_old_tool_results_are_cleared_with_a_divider_of_their_own(browser, small
             turn(page, f"Which box holds the {bird} key today?")
             if page.locator('#transcript .divider[data-kind="clear"]').count():
                 break
-        divider = page.locator('#transcript .divider[data-kind="clear"]')
-        expect(divider).to_have_count(1)
+        # The divider lands just after the reply that made it due, so the loop may have sent
+        # one more turn, which can clear again: one clearing at least, and no summary.
+        divider = page.locator('#transcript .divider[data-kind="clear"]').first
+        expect(divider).to_be_visible()
         expect(divider.locator(".divider-title")).to_contain_text("Cleared")
         expect(divider.locator(".divider-title")).to_contain_text("tool result")
         assert page.locator('#transcript .divider[data-kind="summary"]').count() == 0
