@@ -17,7 +17,7 @@ from chat.models import Conversation, Message
 
 from . import run
 from .loading import load_panel, load_window
-from .models import Compaction
+from .models import Compaction, Review
 from .run import CompactionRefused, Opened
 
 
@@ -83,9 +83,9 @@ def _open_for_user(user, conversation_id, trigger, instructions, *, discard=None
         ).exists():
             raise CompactionRefused("Wait for the reply to finish, then compact.")
         if discard is not None:
-            trigger = _settle(
-                _draft(user, conversation_id, discard), Compaction.Status.DISCARDED
-            ).trigger
+            discarded = _settle(_draft(user, conversation_id, discard), Compaction.Status.DISCARDED)
+            _record(discarded, Review.Action.REGENERATED, user)
+            trigger = discarded.trigger
         return run.open_locked(
             conversation,
             load_window(conversation),
@@ -118,6 +118,10 @@ def _draft(user, conversation_id, compaction_id) -> Compaction:
         raise CompactionRefused("That summary is no longer waiting for review.") from None
 
 
+def _record(row: Compaction, action: str, user) -> None:
+    Review.objects.create(compaction=row, action=action, user=user)
+
+
 def _settle(draft: Compaction, status: str, **fields) -> Compaction:
     """Move a draft on, only if it is still a draft: a full window may have superseded it."""
     changed = Compaction.objects.filter(pk=draft.pk, status=Compaction.Status.DRAFT).update(
@@ -147,17 +151,23 @@ def _approve(user, conversation_id, compaction_id, summary) -> Compaction:
                 f"With this summary the window would hold {post_tokens:,} tokens, not fewer "
                 f"than the {state.tokens:,} it holds now. Shorten the summary."
             )
-    return _settle(
-        draft,
-        Compaction.Status.COMMITTED,
-        summary=summary,
-        edited=edited,
-        post_tokens=post_tokens,
-    )
+    with transaction.atomic():
+        approved = _settle(
+            draft,
+            Compaction.Status.COMMITTED,
+            summary=summary,
+            edited=edited,
+            post_tokens=post_tokens,
+        )
+        _record(approved, Review.Action.EDITED if edited else Review.Action.APPROVED, user)
+    return approved
 
 
 def _discard(user, conversation_id, compaction_id) -> Compaction:
-    return _settle(_draft(user, conversation_id, compaction_id), Compaction.Status.DISCARDED)
+    with transaction.atomic():
+        draft = _settle(_draft(user, conversation_id, compaction_id), Compaction.Status.DISCARDED)
+        _record(draft, Review.Action.DISCARDED, user)
+    return draft
 
 
 def _undo(user, conversation_id) -> Compaction:
@@ -178,4 +188,5 @@ def _undo(user, conversation_id) -> Compaction:
             raise CompactionRefused("There is no compaction to undo.")
         boundary.status = Compaction.Status.UNDONE
         boundary.save(update_fields=["status", "updated_at"])
+        _record(boundary, Review.Action.UNDONE, user)
     return boundary

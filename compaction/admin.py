@@ -4,7 +4,38 @@ from django.contrib import admin
 from django.urls import reverse
 from django.utils.html import format_html
 
-from .models import Compaction
+from .models import Compaction, Review
+
+
+class ReviewInline(admin.TabularInline):
+    model = Review
+    fields = ["action", "user", "at"]
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(Review)
+class ReviewAdmin(admin.ModelAdmin):
+    """Every review action across conversations: who approved, edited, discarded, regenerated
+    or undid which summary, and when."""
+
+    list_display = ["at", "action", "user", "compaction"]
+    list_filter = ["action", "user"]
+    list_select_related = ["user", "compaction"]
+    readonly_fields = ["compaction", "action", "user", "at"]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
 
 
 @admin.register(Compaction)
@@ -47,6 +78,7 @@ class CompactionAdmin(admin.ModelAdmin):
         ("Summary beside the model's raw output", {"fields": [("summary", "raw_output")]}),
     ]
     readonly_fields = [f.name for f in Compaction._meta.fields] + ["compacted_span"]
+    inlines = [ReviewInline]
 
     def has_add_permission(self, request) -> bool:
         return False

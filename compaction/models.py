@@ -7,6 +7,7 @@ an undone boundary stays, marked, for admins to review.
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
@@ -84,3 +85,29 @@ class Compaction(UsageColumns):
         if self.kind == self.Kind.CLEAR:
             return self.cleared_before_seq
         return self.first_kept_seq
+
+
+class Review(models.Model):
+    """One review action on a compaction, with who did it and when: the audit trail admins read
+    beside each summary."""
+
+    class Action(models.TextChoices):
+        APPROVED = "approved"
+        EDITED = "edited"  # approved after changing the model's summary
+        DISCARDED = "discarded"
+        REGENERATED = "regenerated"  # discarded for a new draft, with new instructions
+        UNDONE = "undone"
+
+    compaction = models.ForeignKey(Compaction, on_delete=models.CASCADE, related_name="reviews")
+    action = models.CharField(max_length=12, choices=Action.choices)
+    # Kept when the account is deleted: the record says a review happened, by someone gone.
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, related_name="+"
+    )
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.action} by {self.user_id} at {self.at:%Y-%m-%d %H:%M}"
