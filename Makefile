@@ -16,7 +16,7 @@ for c in python3 python3.14 python3.13 python3.12 \
 done; echo "No Python 3.12+ found" >&2; exit 1
 endef
 
-.PHONY: run serve test test-unit test-browser lint format bench bench-load bench-recall bench-cache clean
+.PHONY: run serve admin test test-unit test-browser lint format bench bench-load bench-recall bench-cache clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || { py=$$($(FIND_PYTHON)) && echo "Creating $(VENV) with $$py" && $$py -m venv $(VENV); }
@@ -43,6 +43,14 @@ serve: $(STAMP)
 	$(PY) manage.py ensure_database && $(PY) manage.py migrate --noinput && \
 	exec $(VENV)/bin/uvicorn config.asgi:application --host $${HOST:-127.0.0.1} --port $(PORT) \
 	  --workers $(WORKERS) --lifespan on --proxy-headers --forwarded-allow-ips "$${FORWARDED_ALLOW_IPS:-127.0.0.1}"
+
+# An admin account for local use (reviewing summaries happens in the admin). Asks for a name and
+# a password; with ADMIN_USER and DJANGO_SUPERUSER_PASSWORD set it asks nothing.
+admin: $(STAMP)
+	@export DJANGO_DEBUG=$${DJANGO_DEBUG:-true}; \
+	$(PY) manage.py migrate --noinput && \
+	$(PY) manage.py createsuperuser $${ADMIN_USER:+--username "$$ADMIN_USER"} \
+	  $${DJANGO_SUPERUSER_PASSWORD:+--noinput --email "$${ADMIN_EMAIL:-}"}
 
 # The whole suite: unit/integration tests, then the real-browser tests in their own process
 # (Playwright's event loop and pytest-asyncio's do not mix in one process).
