@@ -1,9 +1,20 @@
 // Small behaviours htmx does not cover: keyboard, auto-scroll, window markers, copy buttons,
-// the model-view toggle and recovering from a dropped socket.
+// confirmations, the model-view toggle and recovering from a dropped socket.
 (function () {
   "use strict";
 
   function root() { return document.getElementById("chat-root"); }
+
+  // A form with data-confirm asks first. Here rather than in an onsubmit attribute: the
+  // Content-Security-Policy runs no inline handlers. Capture phase, so a "no" stops the
+  // submit before any other listener (htmx's included) sees it.
+  document.addEventListener("submit", function (e) {
+    var form = e.target.closest("form[data-confirm]");
+    if (form && !window.confirm(form.dataset.confirm)) {
+      e.preventDefault();
+      e.stopImmediatePropagation();
+    }
+  }, true);
 
   // An import can take a while (a large export): say so, and do not let it be sent twice.
   document.addEventListener("submit", function (e) {
