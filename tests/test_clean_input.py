@@ -139,3 +139,21 @@ def test_every_field_has_a_limit_and_scrubbing_keeps_valid_text():
     assert all(f.limit > 0 for f in FIELDS)
     assert scrubbed("ok ✓ 👍") == "ok ✓ 👍"
     assert scrubbed("\udfff\x00") == "\ufffd\ufffd"
+
+
+def test_the_forms_show_the_limits_the_server_enforces(client, alice, conversation, settings):
+    settings.MAX_SYSTEM_PROMPT_CHARS = 1234
+    settings.MAX_INSTRUCTIONS_CHARS = 321
+    settings.MAX_TITLE_CHARS = 99
+    settings.MAX_QUERY_CHARS = 77
+    settings.MAX_SUMMARY_CHARS = 4321
+    Compaction.objects.create(
+        conversation=conversation, trigger="manual", status="draft", first_kept_seq=3, summary="s"
+    )
+    client.force_login(alice)
+    page = client.get(f"/conversations/{conversation.pk}/").content.decode()
+    assert 'name="system_prompt" rows="3" maxlength="1234"' in page
+    assert "Up to 1,234 characters, and at most half of the window" in page
+    assert page.count('maxlength="321"') == 2  # compact now, regenerate
+    assert 'maxlength="4321"' in page and 'maxlength="99"' in page
+    assert page.count('maxlength="77"') == 2  # the header's search, the sidebar's

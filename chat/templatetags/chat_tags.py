@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from django import template
+from django.conf import settings
 from django.utils.html import escape, format_html, linebreaks
 from django.utils.safestring import SafeString, mark_safe
 
@@ -100,6 +101,12 @@ def _duration(ms) -> str:
 def search_marks(snippet: str) -> SafeString:
     """A search snippet with its matched words in <mark>: escaped first, then marked."""
     return mark_safe(marked(escape(snippet), "<mark>", "</mark>"))  # noqa: S308 - escaped
+
+
+@register.simple_tag
+def limit(setting: str) -> int:
+    """A field's limit (chat/clean.py), in any fragment: the same number the server enforces."""
+    return getattr(settings, setting)
 
 
 @register.filter
