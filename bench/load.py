@@ -45,6 +45,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+from inprocess import UNLIMITED  # noqa: E402 - bench/ is the script's own directory
+
 ROOT = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
 UVICORN = str(Path(PYTHON).with_name("uvicorn"))
@@ -405,6 +407,7 @@ def base_env() -> dict:
         DJANGO_SETTINGS_MODULE="config.settings",
         NO_PROXY="127.0.0.1,localhost",
         no_proxy="127.0.0.1,localhost",
+        **UNLIMITED,
     )
     return env
 

@@ -14,7 +14,7 @@ import providers
 from compaction.loading import budget_for
 from compaction.tokens import estimate_text
 
-from . import broadcast, clean, db, fragments, queue
+from . import broadcast, clean, db, fragments, limits, queue
 from .errors import ActionError
 from .models import Conversation, Message, Pin
 
@@ -28,6 +28,7 @@ async def send(user, conversation_id: int, text) -> queue.Claim:
     """Store the user's message; it runs now or waits its turn, never refused for being early.
     The returned claim's step is what the engine runs."""
     text = queue.clean_user_text(text)
+    await db.run(limits.hit, limits.SENDS, user.pk)
     claim = await db.run(queue.append, user, conversation_id, text)
     # A reply to this very message starting now shows it, in the same frame as its own bubble.
     if not (isinstance(claim.step, queue.Turn) and claim.step.message is claim.message):

@@ -23,6 +23,7 @@ import copy
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.db.models import BooleanField, DateTimeField, Exists, JSONField, OuterRef, Q
 from django.utils import timezone
@@ -88,11 +89,18 @@ def append(user, conversation_id: int, text: str) -> Claim:
     decision needs with the window's rows, insert the two messages."""
     content = [{"type": "text", "text": text}]
     with transaction.atomic():
-        conversation = _lock(conversation_id, user)
+        conversation = _lock(conversation_id, user, count_streaming_elsewhere=True)
         if conversation is None:
             raise ActionError("That conversation does not exist.")
         _check_fits_alone(conversation, content)
         seen = read_snapshot(conversation.pk)
+        if not seen.busy and conversation.streaming_elsewhere >= settings.REPLIES_AT_ONCE:
+            # Into a busy conversation a message only queues; here it would start one more.
+            raise ActionError(
+                f"You have {conversation.streaming_elsewhere} replies streaming in other "
+                f"conversations; the limit is {settings.REPLIES_AT_ONCE} at once. Send this "
+                "when one of them has finished."
+            )
         recovered = _recover(conversation, seen)
         seq = seen.last_seq + 1
         message = Message(
@@ -158,6 +166,12 @@ def _claim_oldest(conversation: Conversation, seen: Snapshot, *, compact: bool) 
 # The statements every turn runs are written out: the ORM spent far longer building them than
 # the database spent running them. Values still go through the fields' own adaptation.
 _CONVERSATION_FIELDS = Conversation._meta.concrete_fields
+# From the streaming replies (a partial index holds only those, whatever the history) to their
+# conversations: how many of the user's others are streaming now.
+_STREAMING_ELSEWHERE = (
+    "(SELECT COUNT(*) FROM chat_message m JOIN chat_conversation o ON o.id = m.conversation_id "
+    "WHERE m.status = 'streaming' AND o.owner_id = %s AND o.id <> %s)"
+)
 _MESSAGE_FIELDS = [f for f in Message._meta.concrete_fields if not f.primary_key]
 
 
@@ -168,13 +182,15 @@ def _lock(
     touch: bool = True,
     title: str | None = None,
     spent: dict | None = None,
+    count_streaming_elsewhere: bool = False,
 ) -> Conversation | None:
     """Lock the conversation's row for this transaction and return it as it is now. Every
     change to a conversation's queue (a send, a claim, a cancel, opening a compaction) takes
     this lock first, so they happen one at a time and each statement after it sees the others'
     committed work. One statement: with `touch` it also moves the conversation up its owner's
     list, given `title` names it if it has no name yet, and given `spent` (a reply's usage)
-    adds it to the running totals."""
+    adds it to the running totals. `count_streaming_elsewhere` (with `user`) also counts the
+    user's other conversations with a reply streaming, as `.streaming_elsewhere`."""
     if user is not None and not user.is_authenticated:
         return None
     try:
@@ -185,6 +201,10 @@ def _lock(
         where.append("owner_id = %s")
         params.append(user.pk)
     columns = ", ".join(f.column for f in _CONVERSATION_FIELDS)
+    extra: list = []
+    if count_streaming_elsewhere and user is not None:
+        columns += f", {_STREAMING_ELSEWHERE}"
+        extra = [user.pk, int(conversation_id)]
     if touch or title is not None or spent:
         changes, values = ["updated_at = %s"], [_now()]
         if title is not None:
@@ -197,9 +217,10 @@ def _lock(
             f"UPDATE chat_conversation SET {', '.join(changes)} "  # noqa: S608 - no input
             f"WHERE {' AND '.join(where)} RETURNING {columns}"
         )
-        params = values + params
+        params = values + params + extra
     else:
         sql = f"SELECT {columns} FROM chat_conversation WHERE {' AND '.join(where)}"  # noqa: S608
+        params = extra + params
         if connection.features.has_select_for_update:
             sql += " FOR UPDATE"  # SQLite needs none: IMMEDIATE transactions go one by one
     with connection.cursor() as cursor:
@@ -208,7 +229,7 @@ def _lock(
     if found is None:
         return None
     values = {}
-    for field, value in zip(_CONVERSATION_FIELDS, found, strict=True):
+    for field, value in zip(_CONVERSATION_FIELDS, found, strict=False):
         if isinstance(field, DateTimeField):
             value = as_datetime(value)
         elif isinstance(field, BooleanField):
@@ -216,7 +237,10 @@ def _lock(
         elif isinstance(field, JSONField):
             value = field.from_db_value(value, None, connection)
         values[field.attname] = value
-    return Conversation(**values)
+    conversation = Conversation(**values)
+    if extra:
+        conversation.streaming_elsewhere = found[-1]
+    return conversation
 
 
 def _insert(*rows: Message) -> None:

@@ -19,7 +19,7 @@ from search.messages import MAX_LIMIT, search
 from search.text import marked
 from tools import registry
 
-from . import actions, clean, fragments, imports, transcript
+from . import accounts, actions, clean, fragments, imports, transcript
 from .errors import ActionError
 from .models import Conversation, Pin
 
@@ -33,10 +33,16 @@ def signup(request: HttpRequest) -> HttpResponse:
     if not settings.ALLOW_SIGNUP:
         raise Http404("Sign-up is switched off.")
     form = UserCreationForm(request.POST or None)
-    if request.method == "POST" and form.is_valid():
-        user = form.save()
-        login(request, user, backend="django.contrib.auth.backends.ModelBackend")
-        return redirect("home")
+    if request.method == "POST":
+        try:
+            accounts.check_signup(request)
+        except ActionError as exc:
+            form.add_error(None, exc.reason)
+        if form.is_valid():
+            user = form.save()
+            accounts.count_signup(request)
+            login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+            return redirect("home")
     return render(request, "registration/signup.html", {"form": form})
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
-from chat import broadcast, clean, db, fragments
+from chat import broadcast, clean, db, fragments, limits
 from chat.errors import ActionError
 from chat.models import Conversation, Message
 
@@ -22,6 +22,7 @@ from .run import CompactionRefused, Opened
 
 
 async def compact_now(user, conversation_id, instructions) -> Opened:
+    await _count(user)
     opened = await db.run(
         _open_for_user, user, conversation_id, Compaction.Trigger.MANUAL, instructions
     )
@@ -31,6 +32,7 @@ async def compact_now(user, conversation_id, instructions) -> Opened:
 
 async def regenerate(user, conversation_id, compaction_id, instructions) -> Opened:
     """Throw the draft away and write a new one, steered by new instructions."""
+    await _count(user)
     opened = await db.run(
         _open_for_user, user, conversation_id, None, instructions, discard=compaction_id
     )
@@ -38,6 +40,14 @@ async def regenerate(user, conversation_id, compaction_id, instructions) -> Open
         opened.conversation_id, fragments.progress(f"Compacting ({opened.row.trigger})…")
     )
     return opened
+
+
+async def _count(user) -> None:
+    """Each asks the model for a summary: limited per user (auto-compaction is not counted)."""
+    try:
+        await db.run(limits.hit, limits.COMPACTIONS, user.pk)
+    except limits.Limited as exc:
+        raise CompactionRefused(exc.reason) from None
 
 
 async def approve(user, conversation_id, compaction_id, summary) -> None:

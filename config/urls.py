@@ -1,8 +1,15 @@
 from django.contrib import admin
+from django.contrib.auth.views import LoginView
 from django.urls import include, path
+
+from chat.accounts import LimitedAdminLoginForm, LimitedLoginForm
+
+admin.site.login_form = LimitedAdminLoginForm
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    # Before Django's own: the same view, counting failed attempts (chat/accounts.py).
+    path("accounts/login/", LoginView.as_view(authentication_form=LimitedLoginForm), name="login"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("", include("chat.urls")),
 ]

@@ -1,0 +1,83 @@
+"""Abuse limits: how often one user, or one address, may do what costs the most.
+
+Counted in Django's cache in fixed windows (a key per window, expiring with it). With REDIS_URL
+the cache is Redis, shared by every process; without it the app runs as one process and its
+memory is the whole truth. Each limit is a setting; refusals say what the limit is and when to
+try again. Async callers run these on the database threads (`chat.db.run`): Django's async cache
+API would hop to the one thread every request shares.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.core.cache import cache
+
+from .errors import ActionError
+
+
+@dataclass(frozen=True)
+class Limit:
+    name: str  # in the cache key
+    setting: str  # how many per window
+    window: int  # seconds
+    doing: str  # what is limited, for the message ("sending messages")
+
+    @property
+    def allowed(self) -> int:
+        return getattr(settings, self.setting)
+
+
+SENDS = Limit("send", "SENDS_PER_MINUTE", 60, "sending messages")
+COMPACTIONS = Limit("compact", "COMPACTIONS_PER_HOUR", 3600, "compacting by hand")
+SIGNUPS = Limit("signup", "SIGNUPS_PER_HOUR", 3600, "signing up from this address")
+LOGIN_FAILURES = Limit("login", "LOGIN_FAILURES_PER_15_MINUTES", 900, "signing in")
+
+
+class Limited(ActionError):
+    """Over a limit: the reason says which and for how long."""
+
+    def __init__(self, limit: Limit, wait: int) -> None:
+        minutes = f"{math.ceil(wait / 60)} minute{'s' if wait > 60 else ''}"
+        when = f"{wait} seconds" if wait < 60 else minutes
+        super().__init__(
+            f"Too many attempts at {limit.doing}: the limit is {limit.allowed} "
+            f"{_per(limit.window)}. Try again in {when}."
+        )
+        self.wait = wait
+
+
+def _per(window: int) -> str:
+    return {60: "a minute", 900: "in 15 minutes", 3600: "an hour"}.get(window, f"per {window} s")
+
+
+def _key(limit: Limit, who, now: float) -> tuple[str, int]:
+    start = int(now // limit.window) * limit.window
+    return f"limit:{limit.name}:{who}:{start}", start + limit.window
+
+
+def hit(limit: Limit, who, *, now: float | None = None) -> None:
+    """Count one more; Limited if that is over the limit (the refused attempt counts too, so
+    hammering does not help)."""
+    now = time.time() if now is None else now
+    key, ends = _key(limit, who, now)
+    cache.add(key, 0, timeout=limit.window)
+    try:
+        count = cache.incr(key)
+    except ValueError:  # expired between the two calls
+        cache.set(key, 1, timeout=limit.window)
+        count = 1
+    if count > limit.allowed:
+        raise Limited(limit, max(1, math.ceil(ends - now)))
+
+
+def check(limit: Limit, who, *, now: float | None = None) -> None:
+    """Limited if the count is already at the limit; counts nothing (failed log-ins are
+    counted apart, with `hit`, only when they fail)."""
+    now = time.time() if now is None else now
+    key, ends = _key(limit, who, now)
+    if (cache.get(key) or 0) >= limit.allowed:
+        raise Limited(limit, max(1, math.ceil(ends - now)))
