@@ -7,9 +7,12 @@ class ChatConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from . import sessions
+        from django.core.signals import request_finished
+
+        from . import db, sessions
 
         post_migrate.connect(_ensure_search_index, sender=self)
+        request_finished.connect(db.close_after_request, dispatch_uid="chat-close-after-request")
         sessions.connect()
 
 

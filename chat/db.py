@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import close_old_connections, connections
 
 _executor: ThreadPoolExecutor | None = None
 
@@ -34,6 +34,17 @@ def _call[R](function: Callable[..., R]) -> R:
         return function()
     finally:
         close_old_connections()
+
+
+def close_after_request(**kwargs) -> None:
+    """At the end of every HTTP request: close its thread's connections. Under ASGI each sync
+    view runs on a thread of its own, so a connection kept for CONN_MAX_AGE is never reused:
+    it stays open until garbage-collected, and under load the server runs out of connections
+    (PostgreSQL's "too many clients"). Only the database threads here keep theirs. A
+    connection inside a transaction (a test's) is left alone."""
+    for connection in connections.all(initialized_only=True):
+        if not connection.in_atomic_block:
+            connection.close()
 
 
 async def run[**P, R](function: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:

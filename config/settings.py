@@ -175,7 +175,8 @@ TEMPLATES = [
 ]
 
 # Async code runs its database work on this many threads per process (chat/db.py), each with
-# its own connection kept for CONN_MAX_AGE seconds: the process holds up to DB_THREADS + 1.
+# its own connection kept for CONN_MAX_AGE seconds; HTTP requests close theirs when they end
+# (chat/db.py: close_after_request).
 DB_THREADS = env_int("DB_THREADS", 8)
 DATABASES = {
     "default": dj_database_url.parse(
