@@ -16,7 +16,7 @@ for c in python3 python3.14 python3.13 python3.12 \
 done; echo "No Python 3.12+ found" >&2; exit 1
 endef
 
-.PHONY: run serve admin test test-unit test-browser lint format bench bench-load bench-recall bench-cache clean
+.PHONY: run serve admin test test-unit test-browser lint format bench bench-load bench-recall bench-cache bench-faults clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || { py=$$($(FIND_PYTHON)) && echo "Creating $(VENV) with $$py" && $$py -m venv $(VENV); }
@@ -86,6 +86,9 @@ bench-recall: $(STAMP)
 
 bench-cache: $(STAMP)
 	$(PY) bench/cache.py
+
+bench-faults: $(STAMP)
+	$(PY) bench/faults.py
 
 clean:
 	rm -rf $(VENV) db.sqlite3

@@ -1,0 +1,297 @@
+"""The fault campaign's model: `tests/fake_anthropic.py` answering with random faults.
+
+Run in its own process by `bench/faults.py` (`python -m bench.fault_provider --log PATH`), so
+its sleeps and writes do not share an interpreter with the clients. Every request gets, at
+random: a reply streamed over about a second, an HTTP 529 (overloaded) or 429 (rate limit), an
+`event: error` after some text, a connection dropped after some text, a slow first token, or (for
+chat requests offering `search_history`) a tool call. Summary requests get a well-formed
+`<summary>`, or the same faults.
+
+Nothing is scripted per test here: `_take` decides per request. The fake's own checks still run
+first: a request breaking the Messages API's rules (roles, tool_use/tool_result pairing,
+cache_control) is refused with a 400 and recorded. Every request, answered or refused, is one
+JSON line in the log, which `bench/faults.py` reads at the end: what each turn's provider stream
+delivered is what the stored reply must keep.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import random
+import re
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from tests.fake_anthropic import FakeAnthropic, _Handler, _Script, _Server, system_text
+
+# Every user message of the campaign opens with its key: conversation index and message number.
+KEY_RE = re.compile(r"^(k\d+t\d+):", re.M)
+# How the app's summary requests show themselves (compaction/summarise.py): the system prompt of
+# a separate-transcript summary, or the marker opening a summary asked over the chat's prefix.
+SUMMARY_SYSTEM = "You write a running brief"
+PREFIX_MARKER = "[Summary request from the chat application"
+
+# Words of the replies: characters the page must escape, some non-ASCII, some markdown.
+WORDS = (
+    "Sure & here's a <short> answer: the 'reply' streams word by word — café, naïve, 42% done, "
+    '*emphasis*, `code`, a > b, and "quotes" too; then the saved message matches what was shown.'
+).split()
+
+
+@dataclass
+class Faults:
+    """Share of requests given each outcome; the rest are plain replies."""
+
+    overloaded: float = 0.05  # HTTP 529 overloaded_error
+    rate_limited: float = 0.04  # HTTP 429 rate_limit_error
+    stream_error: float = 0.04  # 200, some text, then `event: error`
+    dropped: float = 0.04  # 200, some text, then the connection is cut
+    slow_first_token: float = 0.06  # 1.5-4 s between the stream's start and its first text
+    tool_call: float = 0.05  # not a fault: text, then a search_history call (chat requests)
+
+
+@dataclass(eq=False)
+class _Planned(_Script):
+    """A script with a pause before its first text delta (the base class has none)."""
+
+    first_delay: float = 0.0
+
+
+class _Recorded(list):
+    """The fake's `.invalid`: each refusal is also logged, with the request that caused it."""
+
+    def __init__(self, provider: FaultyProvider) -> None:
+        super().__init__()
+        self.provider = provider
+
+    def append(self, reason: str) -> None:
+        super().append(reason)
+        self.provider.record_invalid(reason)
+
+
+_current = threading.local()  # the raw body of the request this handler thread is answering
+
+
+class _FaultHandler(_Handler):
+    _first_delay = 0.0
+
+    def do_POST(self) -> None:
+        # Keep the raw body, so a refused request can be logged whole; the base class then reads
+        # it again from a buffer.
+        length = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        if len(raw) < length:
+            # The client died mid-request (a server killed with -9 while sending): the request
+            # never arrived whole, so it is not one the API would judge. Nobody reads an answer.
+            self.server.fake.record_truncated(len(raw), length)
+            self.close_connection = True
+            return
+        original, self.rfile = self.rfile, io.BytesIO(raw)
+        _current.raw = raw
+        try:
+            super().do_POST()
+        finally:
+            self.rfile, _current.raw = original, b""
+
+    def _answer(self, script: _Script, body: dict) -> None:
+        self._first_delay = getattr(script, "first_delay", 0.0)
+        super()._answer(script, body)
+
+    def _event(self, name: str, data: dict) -> None:
+        if name == "content_block_delta" and self._first_delay:
+            delay, self._first_delay = self._first_delay, 0.0
+            time.sleep(delay)  # headers and message_start are out: the model "thinks"
+        super()._event(name, data)
+
+
+class _ProviderServer(_Server):
+    request_queue_size = 256  # two servers' worth of concurrent requests
+
+
+def classify(body: dict) -> tuple[str, str | None]:
+    """("summary" | "chat" | "tool", the key of the turn it answers). A tool step's last user
+    message holds tool results: its key is that of the user message before them."""
+    messages = body.get("messages") or []
+    last = _blocks(messages[-1]) if messages else []
+    texts = [b.get("text", "") for b in last if b.get("type") == "text"]
+    if system_text(body).startswith(SUMMARY_SYSTEM) or any(PREFIX_MARKER in t for t in texts):
+        return "summary", None
+    # The turn's key is in the latest user message with one in its text: the message itself, or
+    # for a tool step the one before the results. (A turn that ended on tool results, a failed
+    # step, is followed by the next message in the same user message: results, then the text.)
+    keys = []
+    for message in reversed(messages):
+        if message.get("role") == "user":
+            keys = KEY_RE.findall(
+                "\n".join(b.get("text", "") for b in _blocks(message) if b.get("type") == "text")
+            )
+            if keys:
+                break
+    texts_keyed = bool(KEY_RE.findall("\n".join(texts)))
+    results = any(b.get("type") == "tool_result" for b in last)
+    step = "tool" if results and not texts_keyed else "chat"
+    return step, keys[-1] if keys else None  # two merged messages: the later is this turn
+
+
+def _blocks(message: dict) -> list[dict]:
+    content = message.get("content")
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return [b for b in content or [] if isinstance(b, dict)]
+
+
+def shape(body: dict) -> str:
+    """A request's messages in brief, for the report: `user[text] assistant[text,tool_use] ...`."""
+    return " ".join(
+        f"{m.get('role')}[{','.join(b.get('type', '?') for b in _blocks(m))}]"
+        for m in body.get("messages") or []
+    )
+
+
+class FaultyProvider(FakeAnthropic):
+    """Answers each request with a random outcome and logs it as one JSON line."""
+
+    def __init__(self, faults: Faults, seed: int, log_path: Path) -> None:
+        super().__init__()
+        self.invalid = _Recorded(self)
+        self.faults = faults
+        self.rng = random.Random(seed)
+        self.count = 0
+        self._log = log_path.open("a", buffering=1)  # line-buffered: complete lines on disk
+        self._log_lock = threading.Lock()
+
+    def _take(self, body: dict, headers: dict[str, str]) -> _Script:
+        step, key = classify(body)
+        with self._lock:
+            self.count += 1
+            n = self.count
+            outcome = self._outcome(step, body)
+            chunks = self._chunks(step, n)
+            split = self.rng.randint(1, len(chunks) - 1)  # where a mid-stream fault cuts in
+            delay = self.rng.uniform(0.015, 0.05)  # between deltas: a reply takes ~1 s
+            first_delay = self.rng.uniform(1.5, 4.0)
+        script = self._script(outcome, chunks, split, delay, first_delay, n)
+        delivered = "" if script.kind == "status" else "".join(script.chunks)
+        self._write(
+            {"n": n, "t": time.time(), "step": step, "key": key, "outcome": outcome}
+            | {"text": delivered, "tool": outcome == "tool_call"}
+        )
+        return script
+
+    def _outcome(self, step: str, body: dict) -> str:
+        roll, edge = self.rng.random(), 0.0
+        for name, share in asdict(self.faults).items():
+            if name == "tool_call" and (step != "chat" or not _offers(body, "search_history")):
+                continue
+            edge += share
+            if roll < edge:
+                return name
+        return "ok"
+
+    def _chunks(self, step: str, n: int) -> list[str]:
+        if step == "summary":
+            body = (
+                f"<analysis>Notes {n}.</analysis>\n<summary>\n## Primary request and intent\n"
+                f"The user sends numbered test messages (brief {n}).\n## All user messages\n"
+                "Each message opens with its key and is answered briefly.\n"
+                "## Current work\nAnswering the latest message.\n</summary>"
+            )
+            return [body[i : i + 40] for i in range(0, len(body), 40)]
+        words = [self.rng.choice(WORDS) for _ in range(self.rng.randint(12, 36))]
+        return [f"r{n}:"] + [" " + w for w in words]
+
+    def _script(self, outcome, chunks, split, delay, first_delay, n) -> _Script:
+        if outcome == "overloaded":
+            return _Planned(
+                "status", status=529, error_type="overloaded_error", message="Overloaded"
+            )
+        if outcome == "rate_limited":
+            return _Planned(
+                "status", status=429, error_type="rate_limit_error", message="Rate limited"
+            )
+        if outcome == "stream_error":
+            return _Planned(
+                "stream_error",
+                chunks[:split],
+                delay=delay,
+                error_type=self.rng.choice(["overloaded_error", "api_error"]),
+                message="Internal error mid-stream",
+            )
+        if outcome == "dropped":
+            return _Planned("drop", chunks[:split], delay=delay)
+        script = _Planned("reply", chunks, delay=delay, counted=True)
+        script.usage = {"output_tokens": len(chunks)}
+        if outcome == "slow_first_token":
+            script.first_delay = first_delay
+        if outcome == "tool_call":
+            script.stop_reason = "tool_use"
+            script.tools = [
+                {
+                    "id": f"toolu_faults_{n:06d}",
+                    "name": "search_history",
+                    "input_parts": ['{"query": "', "answer", ' words"}'],
+                }
+            ]
+        return script
+
+    def record_invalid(self, reason: str) -> None:
+        raw = getattr(_current, "raw", b"")
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            body = {"_raw": raw.decode("utf-8", "replace")}
+        step, key = classify(body) if isinstance(body.get("messages"), list) else ("?", None)
+        with self._lock:
+            self.count += 1
+            n = self.count
+        self._write(
+            {"n": n, "t": time.time(), "step": step, "key": key, "outcome": "invalid"}
+            | {"invalid": reason, "shape": shape(body), "body": body}
+        )
+
+    def record_truncated(self, received: int, length: int) -> None:
+        with self._lock:
+            self.count += 1
+            n = self.count
+        self._write(
+            {"n": n, "t": time.time(), "step": "?", "key": None, "outcome": "truncated"}
+            | {"received": received, "length": length}
+        )
+
+    def _write(self, entry: dict) -> None:
+        line = json.dumps(entry, ensure_ascii=False)
+        with self._log_lock:
+            self._log.write(line + "\n")
+
+
+def _offers(body: dict, tool: str) -> bool:
+    return any(t.get("name") == tool for t in body.get("tools") or [])
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Serve until interrupted; the first line printed is the base URL."""
+    p = argparse.ArgumentParser(description="The fault campaign's fake Anthropic provider.")
+    p.add_argument("--port", type=int, default=0)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--log", required=True, help="one JSON line per request is appended here")
+    p.add_argument("--faults", default="{}", help="JSON: shares overriding Faults' defaults")
+    args = p.parse_args(argv)
+    provider = FaultyProvider(Faults(**json.loads(args.faults)), args.seed, Path(args.log))
+    server = _ProviderServer(("127.0.0.1", args.port), _FaultHandler)
+    server.fake = provider
+    host, port = server.server_address[:2]
+    print(f"http://{host}:{port}", flush=True)
+    try:
+        server.serve_forever(poll_interval=0.5)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+
+
+if __name__ == "__main__":
+    main()
