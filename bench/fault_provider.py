@@ -26,7 +26,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from tests.fake_anthropic import FakeAnthropic, _Handler, _Script, _Server, system_text
+from tests.fake_anthropic import FakeAnthropic, _Handler, _Script, _Server, serve, system_text
 
 # Every user message of the campaign opens with its key: conversation index and message number.
 KEY_RE = re.compile(r"^(k\d+t\d+):", re.M)
@@ -283,14 +283,7 @@ def main(argv: list[str] | None = None) -> None:
     provider = FaultyProvider(Faults(**json.loads(args.faults)), args.seed, Path(args.log))
     server = _ProviderServer(("127.0.0.1", args.port), _FaultHandler)
     server.fake = provider
-    host, port = server.server_address[:2]
-    print(f"http://{host}:{port}", flush=True)
-    try:
-        server.serve_forever(poll_interval=0.5)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.server_close()
+    serve(server)
 
 
 if __name__ == "__main__":

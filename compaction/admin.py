@@ -7,6 +7,19 @@ from django.utils.html import format_html
 from .models import Compaction, Review
 
 
+class Unchangeable:
+    """Boundaries and their reviews are records: admins read them, never add, edit or delete."""
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
 class ReviewInline(admin.TabularInline):
     model = Review
     fields = ["action", "user", "at"]
@@ -19,7 +32,7 @@ class ReviewInline(admin.TabularInline):
 
 
 @admin.register(Review)
-class ReviewAdmin(admin.ModelAdmin):
+class ReviewAdmin(Unchangeable, admin.ModelAdmin):
     """Every review action across conversations: who approved, edited, discarded, regenerated
     or undid which summary, and when."""
 
@@ -28,18 +41,9 @@ class ReviewAdmin(admin.ModelAdmin):
     list_select_related = ["user", "compaction"]
     readonly_fields = ["compaction", "action", "user", "at"]
 
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
-
 
 @admin.register(Compaction)
-class CompactionAdmin(admin.ModelAdmin):
+class CompactionAdmin(Unchangeable, admin.ModelAdmin):
     list_display = [
         "id",
         "conversation",
@@ -79,15 +83,6 @@ class CompactionAdmin(admin.ModelAdmin):
     ]
     readonly_fields = [f.name for f in Compaction._meta.fields] + ["compacted_span"]
     inlines = [ReviewInline]
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False
 
     @admin.display(description="Compacted span")
     def compacted_span(self, obj: Compaction) -> str:

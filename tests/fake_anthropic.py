@@ -603,9 +603,14 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--port", type=int, default=0, help="0 picks a free port (default)")
     p.add_argument("--words", type=int, default=30, help="words in every reply (default 30)")
     args = p.parse_args(argv)
-    fake = _Standalone(standalone_chunks(max(1, args.words)))
     server = _StandaloneServer((args.host, args.port), _Handler)
-    server.fake = fake
+    server.fake = _Standalone(standalone_chunks(max(1, args.words)))
+    serve(server)
+
+
+def serve(server: ThreadingHTTPServer) -> None:
+    """Print the base URL (the first line a parent process reads), then serve until
+    interrupted."""
     host, port = server.server_address[:2]
     print(f"http://{host}:{port}", flush=True)
     try:
