@@ -28,8 +28,7 @@ async def send(user, conversation_id: int, text) -> queue.Claim:
     """Store the user's message; it runs now or waits its turn, never refused for being early.
     The returned claim's step is what the engine runs."""
     text = queue.clean_user_text(text)
-    await db.run(limits.hit, limits.SENDS, user.pk)
-    claim = await db.run(queue.append, user, conversation_id, text)
+    claim = await db.run(_append_within_limit, user, conversation_id, text)
     # A reply to this very message starting now shows it, in the same frame as its own bubble.
     if not (isinstance(claim.step, queue.Turn) and claim.step.message is claim.message):
         await broadcast.html(
@@ -38,6 +37,13 @@ async def send(user, conversation_id: int, text) -> queue.Claim:
     for reply in claim.recovered:
         await broadcast.html(conversation_id, fragments.replaced_message(reply))
     return claim
+
+
+def _append_within_limit(user, conversation_id: int, text: str) -> queue.Claim:
+    # On the same database thread as the append, before its transaction: one hop per send,
+    # and the conversation is never locked while the cache is asked.
+    limits.hit(limits.SENDS, user.pk)
+    return queue.append(user, conversation_id, text)
 
 
 async def cancel(user, conversation_id: int, seq) -> None:

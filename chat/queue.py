@@ -229,7 +229,8 @@ def _lock(
     if found is None:
         return None
     values = {}
-    for field, value in zip(_CONVERSATION_FIELDS, found, strict=False):
+    columns_found = found[: len(_CONVERSATION_FIELDS)]  # then the count, when asked for
+    for field, value in zip(_CONVERSATION_FIELDS, columns_found, strict=True):
         if isinstance(field, DateTimeField):
             value = as_datetime(value)
         elif isinstance(field, BooleanField):
