@@ -94,6 +94,12 @@ class Conversation(UsageColumns):
     auto_compact_paused_until = models.DateTimeField(null=True, blank=True)
     # Tools (by the name the model is offered) this conversation switched off.
     disabled_tools = models.JSONField(default=list, blank=True)
+    # The sidebar: pinned conversations come first; archived ones leave the main list.
+    pinned_at = models.DateTimeField(null=True, blank=True)
+    archived_at = models.DateTimeField(null=True, blank=True)
+    # The branch on screen ends at this message, when the user switched to an earlier version;
+    # None: it ends at the newest message (every send and new version moves it there).
+    leaf_seq = models.PositiveIntegerField(null=True, blank=True)
 
     objects = ConversationQuerySet.as_manager()
 
@@ -122,6 +128,10 @@ class Message(UsageColumns):
         Conversation, on_delete=models.CASCADE, related_name="messages"
     )
     seq = models.PositiveIntegerField()
+    # The message this one follows on its branch (0: none). Messages with the same parent and
+    # role are versions of each other (a regenerated reply, an edited message). None: the one
+    # before it by seq, as every message was before versions existed.
+    parent_seq = models.PositiveIntegerField(null=True, blank=True)
     role = models.CharField(max_length=16, choices=Role.choices)
     content = models.JSONField(default=list)  # Anthropic content blocks
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.COMPLETE)
