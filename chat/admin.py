@@ -8,6 +8,7 @@ from django.db.models import Prefetch
 from providers.prices import cost
 
 from .models import USAGE_COLUMNS, Conversation, Message, Pin
+from .transcript import current_branch
 
 
 def _dollars(conversations) -> str:
@@ -26,12 +27,27 @@ class ReadOnlyMixin:
 
 
 class MessageInline(ReadOnlyMixin, admin.TabularInline):
+    """Every version, in the order written; "on the branch" marks the ones on the user's screen
+    (and in the model's window, after the latest boundary)."""
+
     model = Message
-    fields = ["seq", "role", "status", "tokens", "model", "created_at"]
+    fields = ["seq", "follows", "on_branch", "role", "status", "tokens", "model", "created_at"]
     readonly_fields = fields
     extra = 0
     can_delete = False
     show_change_link = True
+
+    @admin.display(description="Follows")
+    def follows(self, obj: Message) -> str:
+        return f"#{obj.parent}" if obj.parent else "-"
+
+    @admin.display(description="On the branch", boolean=True)
+    def on_branch(self, obj: Message) -> bool:
+        # The inline's rows share their conversation instance: the branch is read once.
+        conversation = obj.conversation
+        if not hasattr(conversation, "_branch"):
+            conversation._branch = current_branch(conversation)
+        return obj.seq in conversation._branch
 
 
 @admin.register(Conversation)
@@ -48,7 +64,7 @@ class ConversationAdmin(admin.ModelAdmin):
     ]
     list_filter = ["model", "review_compactions", "owner"]
     search_fields = ["title", "owner__username"]
-    readonly_fields = ["owner", "model", "created_at", "updated_at", "deleted_at"]
+    readonly_fields = ["owner", "model", "leaf_seq", "created_at", "updated_at", "deleted_at"]
     inlines = [MessageInline]
 
     def has_delete_permission(self, request, obj=None) -> bool:
@@ -84,7 +100,17 @@ admin.site.register(get_user_model(), UserWithCost)
 
 @admin.register(Message)
 class MessageAdmin(ReadOnlyMixin, admin.ModelAdmin):
-    list_display = ["id", "conversation", "seq", "role", "status", "tokens", "model", "created_at"]
+    list_display = [
+        "id",
+        "conversation",
+        "seq",
+        "parent_seq",
+        "role",
+        "status",
+        "tokens",
+        "model",
+        "created_at",
+    ]
     list_filter = ["role", "status"]
     search_fields = ["conversation__title"]
     readonly_fields = [f.name for f in Message._meta.fields]

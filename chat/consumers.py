@@ -132,6 +132,25 @@ class ConversationConsumer(AsyncWebsocketConsumer):
     async def on_undo(self, frame: dict) -> None:
         await compaction.undo(self.user, self.conversation_id)
 
+    async def on_reply_again(self, frame: dict) -> None:
+        claim = await engine.hold(
+            actions.new_version(self.user, self.conversation_id, frame.get("message"))
+        )
+        engine.start(claim.step)
+
+    async def on_edit(self, frame: dict) -> None:
+        claim = await engine.hold(
+            actions.new_version(
+                self.user, self.conversation_id, frame.get("message"), frame.get("text", "")
+            )
+        )
+        engine.start(claim.step)
+
+    async def on_switch(self, frame: dict) -> None:
+        await actions.switch_version(
+            self.user, self.conversation_id, frame.get("message"), frame.get("to")
+        )
+
     ACTIONS = {
         "send": on_send,
         "cancel": on_cancel,
@@ -141,6 +160,9 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         "discard": on_discard,
         "regenerate": on_regenerate,
         "undo": on_undo,
+        "reply_again": on_reply_again,
+        "edit": on_edit,
+        "switch": on_switch,
     }
 
     # --- group events ------------------------------------------------------------------------

@@ -178,12 +178,15 @@ async def _turn(turn: queue.Turn) -> queue.Step:
     conversation_id, reply = turn.conversation.pk, turn.reply
     # The reply's bubble (with the user's message, when it was sent just now) goes out with the
     # first text, in one frame, or on its own if the model is slow to start.
-    sent = fragments.appended_message(turn.message) if turn.message else ""
+    versions = turn.versions
+    sent = ""
+    if turn.message:
+        sent = fragments.appended_message(turn.message, versions=versions.get(turn.message.seq))
     relay = DeltaRelay(
         conversation_id,
         reply.seq,
         settings.DELTA_INTERVAL_MS / 1000,
-        preface=sent + fragments.started(reply),
+        preface=sent + fragments.started(reply, versions.get(reply.seq)),
     )
     received = _Received()
     streaming = asyncio.ensure_future(_stream(turn, received, relay))
@@ -230,7 +233,7 @@ async def _stream(turn: queue.Turn, received: _Received, relay: DeltaRelay) -> N
     capabilities = client.capabilities(model)
     box = await registry.offered(capabilities, turn.conversation.disabled_tools)
     tools = box.definitions if box else ()
-    context = Context(turn.conversation.owner_id, turn.conversation.pk, turn.reply.seq - 1)
+    context = Context(turn.conversation.owner_id, turn.conversation.pk, turn.reply.parent)
     state, budget = turn.state, turn.state.budget
     for step in range(1, settings.TOOL_STEP_LIMIT + 1):
         used = state.tokens + estimate_content(received.blocks)
@@ -380,7 +383,8 @@ async def _close(turn, streaming, relay, received: _Received, status, error, goi
         saved = await db.run(queue.save_final, reply)
         await broadcast.html(turn.conversation.pk, preface + fragments.replaced_message(saved))
         return None
-    frame = preface + fragments.replaced_message(closed.reply) + fragments.figures(closed.figures)
+    shown = fragments.replaced_message(closed.reply, turn.versions.get(closed.reply.seq))
+    frame = preface + shown + fragments.figures(closed.figures)
     if closed.named.title != turn.conversation.title:
         frame += fragments.title(closed.named)
     await broadcast.html(turn.conversation.pk, frame)

@@ -20,7 +20,8 @@ Plain synchronous functions, one transaction each: async callers go through `cha
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from dataclasses import field as dataclass_field
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -32,11 +33,12 @@ from compaction import run as compaction
 from compaction.loading import Panel, WindowState, budget_for, load_figures, state_of
 from compaction.models import Compaction
 from compaction.policy import must_compact_before_send
-from compaction.snapshot import Snapshot, as_datetime, read_snapshot
+from compaction.snapshot import SETTLED, Snapshot, as_datetime, read_snapshot
 from compaction.tokens import estimate_content, estimate_text
 from search.text import searchable_text
 
 from . import clean
+from .branches import Versions, newest_end, on_branch, parent_of, versions
 from .errors import ActionError
 from .models import USAGE_COLUMNS, Conversation, Message
 
@@ -57,6 +59,8 @@ class Turn:
     # The user's message, when it was sent just now and this reply starts at once: shown with
     # the reply's bubble, in one frame.
     message: Message | None = None
+    # A new version's place among the others, by seq: "‹ 3 / 3 ›" on its bubble.
+    versions: dict[int, Versions] = dataclass_field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -102,22 +106,11 @@ def append(user, conversation_id: int, text: str) -> Claim:
                 "when one of them has finished."
             )
         recovered = _recover(conversation, seen)
-        seq = seen.last_seq + 1
-        message = Message(
-            conversation=conversation,
-            seq=seq,
-            role=Message.Role.USER,
-            content=content,
-            tokens=estimate_content(content),
-        )
-        reply = Message(
-            conversation=conversation,
-            seq=seq + 1,
-            role=Message.Role.ASSISTANT,
-            content=[],
-            status=Message.Status.QUEUED,
-            model=conversation.model,
-        )
+        # On the branch on screen: after its end, whichever version the user is looking at.
+        leaf = conversation.leaf_seq or seen.last_seq
+        message, reply = _pair(conversation, seen.last_seq + 1, content, parent=leaf)
+        if conversation.leaf_seq is not None:
+            _follow_newest(conversation)
         if seen.busy:
             _insert(message, reply)
             return Claim(None, message, queued=True, recovered=recovered)
@@ -127,9 +120,152 @@ def append(user, conversation_id: int, text: str) -> Claim:
             _insert(message, reply)
             step = _claim_oldest(conversation, seen, compact=True)
             return Claim(step, message, queued=True, recovered=recovered)
-        state = state_of(conversation, seen, before_seq=seq).extended([message.to_entry()])
+        state = state_of(conversation, seen, before_seq=message.seq, leaf=leaf)
+        state = state.extended([message.to_entry()])
         step = _decide(conversation, seen, reply, state, compact=True, insert=[message])
         return Claim(step, message, queued=isinstance(step, compaction.Opened), recovered=recovered)
+
+
+def _pair(
+    conversation: Conversation, seq: int, content: list[dict], *, parent: int
+) -> tuple[Message, Message]:
+    """A user's message at `seq` after `parent`, and the queued reply that will answer it."""
+    message = Message(
+        conversation=conversation,
+        seq=seq,
+        parent_seq=parent,
+        role=Message.Role.USER,
+        content=content,
+        tokens=estimate_content(content),
+    )
+    return message, _queued_reply(conversation, seq + 1, parent=seq)
+
+
+def _queued_reply(conversation: Conversation, seq: int, *, parent: int) -> Message:
+    return Message(
+        conversation=conversation,
+        seq=seq,
+        parent_seq=parent,
+        role=Message.Role.ASSISTANT,
+        content=[],
+        status=Message.Status.QUEUED,
+        model=conversation.model,
+    )
+
+
+def _follow_newest(conversation: Conversation) -> None:
+    """A new message ends the branch on screen: from now on its end is the newest message."""
+    Conversation.objects.filter(pk=conversation.pk).update(leaf_seq=None)
+    conversation.leaf_seq = None
+
+
+# --- versions ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NewVersion:
+    claim: Claim
+    conversation: Conversation
+    after: int  # the message the new version follows: tabs show the branch down to it
+
+
+def new_version(user, conversation_id, seq, text: str | None = None) -> NewVersion:
+    """A new version of message `seq`, on the branch on screen after the latest boundary: with
+    `text`, the user's message edited (it and a reply to it are added after its parent); without,
+    a reply asked again (regenerate, or retry after an error), added after the message it
+    answers. The earlier versions stay as they are, off the branch; the new one is claimed at
+    once, as a send is."""
+    with transaction.atomic():
+        conversation, seen, target = _version_target(user, conversation_id, seq)
+        last = seen.last_seq
+        if text is not None:
+            if target.role != Message.Role.USER:
+                raise ActionError("Only your own messages can be edited.")
+            content = [{"type": "text", "text": text}]
+            _check_fits_alone(conversation, content)
+            message, reply = _pair(conversation, last + 1, content, parent=target.parent)
+            inserted = [message]
+        else:
+            if target.role != Message.Role.ASSISTANT:
+                raise ActionError("Only a reply can be asked again; edit your message instead.")
+            message, reply = None, _queued_reply(conversation, last + 1, parent=target.parent)
+            inserted = []
+        if conversation.leaf_seq is not None:
+            _follow_newest(conversation)
+        state = state_of(conversation, seen, before_seq=last + 1, leaf=target.parent)
+        if message:
+            state = state.extended([message.to_entry()])
+        if not inserted:
+            _insert(reply)  # queued first: _decide moves it on, or leaves it to a compaction
+        step = _decide(conversation, seen, reply, state, compact=True, insert=inserted)
+        if isinstance(step, Turn):
+            step = replace(step, versions=_new_versions(seen, target, message or reply))
+        claim = Claim(step, message, queued=isinstance(step, compaction.Opened))
+        return NewVersion(claim, conversation, target.parent)
+
+
+def _new_versions(seen: Snapshot, target, made: Message) -> dict[int, Versions]:
+    """Where the new version stands among the others (shown on its bubble as it starts)."""
+    rows = [(r.seq, r.parent, r.role) for r in seen.rows if r.status in SETTLED]
+    return versions(
+        [*rows, (made.seq, target.parent, target.role)], [(made.seq, target.parent, target.role)]
+    )
+
+
+def switch_version(user, conversation_id, seq, to) -> Conversation:
+    """Show version `to` of message `seq` (and the newest branch below it)."""
+    try:
+        to = int(to)
+    except (TypeError, ValueError):
+        raise ActionError("Say which version to show.") from None
+    with transaction.atomic():
+        conversation, seen, target = _version_target(user, conversation_id, seq)
+        first_kept = seen.boundary.first_kept_seq if seen.boundary else 1
+        parents = {r.seq: r.parent for r in seen.rows if r.seq >= first_kept}
+        chosen = next((r for r in seen.rows if r.seq == to), None)
+        if (
+            chosen is None
+            or chosen.parent != target.parent
+            or chosen.role != target.role
+            or chosen.status == Message.Status.CANCELLED
+        ):
+            raise ActionError(f"Message {to} is not a version of message {target.seq}.")
+        end = newest_end(parents, to)
+        conversation.leaf_seq = None if end == seen.last_seq else end
+        Conversation.objects.filter(pk=conversation.pk).update(leaf_seq=conversation.leaf_seq)
+    return conversation
+
+
+def _version_target(user, conversation_id, seq):
+    """Lock the conversation and find message `seq` on its branch, where versions may be made:
+    after the latest boundary, with nothing running or waiting."""
+    try:
+        seq = int(seq)
+    except (TypeError, ValueError):
+        raise ActionError("Say which message.") from None
+    conversation = _lock(conversation_id, user, touch=False)
+    if conversation is None:
+        raise ActionError("That conversation does not exist.")
+    seen = read_snapshot(conversation.pk)
+    _recover(conversation, seen)
+    if seen.busy or seen.next_queued_id:
+        raise ActionError(
+            "Wait for the reply in progress to end (or stop it), then try again: versions are "
+            "made one at a time."
+        )
+    first_kept = seen.boundary.first_kept_seq if seen.boundary else 1
+    parents = {r.seq: r.parent for r in seen.rows if r.seq >= first_kept}
+    branch = on_branch(parents, conversation.leaf_seq or seen.last_seq, first_kept)
+    target = next((r for r in seen.rows if r.seq == seq and r.seq in branch), None)
+    if target is None:
+        if 1 <= seq < first_kept:
+            raise ActionError(
+                f"Message {seq} is compacted: messages before the latest boundary are read-only."
+            )
+        raise ActionError(f"Message {seq} is not on the branch on screen.")
+    if target.status not in SETTLED:
+        raise ActionError(f"Message {seq} cannot be changed now.")
+    return conversation, seen, target
 
 
 def claim_next(conversation_id: int, *, compact: bool = True) -> Claim:
@@ -541,16 +677,16 @@ def delete(user, conversation_id: int) -> None:
         now = timezone.now()
         conversation.deleted_at = now
         conversation.save(update_fields=["deleted_at", "updated_at"])
-        queued = list(
-            Message.objects.filter(
-                conversation=conversation, status=Message.Status.QUEUED
-            ).values_list("seq", flat=True)
-        )
-        if queued:
-            Message.objects.filter(
-                conversation=conversation,
-                seq__in=[*queued, *(seq - 1 for seq in queued)],
-            ).update(status=Message.Status.CANCELLED, updated_at=now)
+        queued = Message.objects.filter(conversation=conversation, status=Message.Status.QUEUED)
+        # A message is taken back with its queued reply (stored together, one after the other);
+        # a reply asked again leaves the message it answers, sent long before, as it is.
+        taken = []
+        for seq, parent in queued.values_list("seq", "parent_seq"):
+            taken += [seq, seq - 1] if parent_of(seq, parent) == seq - 1 else [seq]
+        if taken:
+            Message.objects.filter(conversation=conversation, seq__in=taken).update(
+                status=Message.Status.CANCELLED, updated_at=now
+            )
 
 
 def reply_seq(value) -> int | None:

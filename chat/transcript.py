@@ -9,6 +9,7 @@ from django.db.models import Q
 
 from compaction.models import Compaction
 
+from .branches import Versions, on_branch, parent_of, versions
 from .models import Conversation, Message, Pin
 
 SHOWN_BOUNDARIES = [Compaction.Status.COMMITTED, Compaction.Status.UNDONE]
@@ -23,6 +24,7 @@ class Item:
     pinned: bool = False
     outside_window: bool = False
     queued: bool = False  # a user message waiting for the reply in progress (cancellable)
+    versions: Versions | None = None  # "‹ 2 / 3 ›", when it has more than one
 
 
 @dataclass
@@ -42,23 +44,36 @@ def first_kept_seq(conversation: Conversation) -> int:
     return boundary.first_kept_seq if boundary else 1
 
 
+def current_branch(conversation: Conversation) -> set[int]:
+    """Every seq on the branch on screen, from the first message (one query over the whole
+    conversation: for exports and the admin, never for a turn)."""
+    pairs = conversation.messages.values_list("seq", "parent_seq")
+    parents = {seq: parent_of(seq, parent) for seq, parent in pairs}
+    end = conversation.leaf_seq if conversation.leaf_seq is not None else max(parents, default=0)
+    return set(on_branch(parents, end))
+
+
 def page(
-    conversation: Conversation, *, before: int | None, limit: int, reaching: int | None = None
+    conversation: Conversation,
+    *,
+    before: int | None,
+    limit: int,
+    reaching: int | None = None,
+    leaf: int | None = None,
 ) -> Page:
-    """The newest `limit` messages before `before` (or the newest overall). Fixed query count.
+    """The newest `limit` messages of the branch on screen (or the one ending at `leaf`), before
+    message `before` (or the newest overall). Fixed query count, plus one per fork crossed.
     `reaching`: enough newer messages to include that seq too (a search hit to jump to), up to
     SEARCH_JUMP_MESSAGES."""
     rows = conversation.messages.all()
     if reaching is not None and before is None:
         newest = rows.order_by("-seq").values_list("seq", flat=True).first() or 0
         limit = max(limit, min(newest - reaching + 3, settings.SEARCH_JUMP_MESSAGES))
-    if before is not None:
-        rows = rows.filter(seq__lt=before)
-    messages = list(reversed(rows.order_by("-seq")[: limit + 1]))
-    has_older = len(messages) > limit
-    messages = messages[-limit:] if has_older else messages
+    end = conversation.leaf_seq if leaf is None else leaf
+    messages, has_older = _branch_slice(rows, before, end, limit)
+    kept_from = first_kept_seq(conversation)
     if not messages:
-        return Page(items=[], oldest_seq=None, first_kept_seq=first_kept_seq(conversation))
+        return Page(items=[], oldest_seq=None, first_kept_seq=kept_from)
     low, high = messages[0].seq, messages[-1].seq
     pinned = set(
         Pin.objects.filter(message__in=[m.pk for m in messages]).values_list(
@@ -74,10 +89,10 @@ def page(
         status__in=SHOWN_BOUNDARIES,
     ).order_by("id"):
         boundaries.setdefault(row.divider_seq, []).append(row)
-    kept_from = first_kept_seq(conversation)
+    found = _versions(conversation, [m for m in messages if m.seq >= kept_from], kept_from)
     # A reply that has not started (queued) or never will (cancelled) has nothing to show; the
     # message it answers says "queued" instead.
-    waiting = {m.seq - 1 for m in messages if m.status == Message.Status.QUEUED}
+    waiting = {m.parent for m in messages if m.status == Message.Status.QUEUED}
     items: list[Item] = []
     for message in messages:
         for row in boundaries.get(message.seq, []):
@@ -91,6 +106,58 @@ def page(
                 pinned=message.pk in pinned,
                 outside_window=message.seq < kept_from,
                 queued=message.seq in waiting,
+                versions=found.get(message.seq),
             )
         )
     return Page(items=items, oldest_seq=low if has_older else None, first_kept_seq=kept_from)
+
+
+def _branch_slice(rows, before: int | None, leaf: int | None, limit: int):
+    """The last `limit` messages of the branch ending at `leaf` (None: the newest message)
+    that come before message `before` (walked from its parent), oldest first; and whether
+    older ones exist. Other versions between them are skipped, and after a fork the next read
+    starts at the parent wanted, so an abandoned branch costs a query, not a scan."""
+    picked: list[Message] = []
+    wanted = before if before is not None else leaf  # None: whatever is newest
+    skip = before is not None  # `before` is read for its parent, not shown again
+    while len(picked) <= limit and (wanted is None or wanted >= 1):
+        need = limit + 1 - len(picked) + skip
+        query = rows if wanted is None else rows.filter(seq__lte=wanted)
+        chunk = list(query.order_by("-seq")[:need])
+        for message in chunk:
+            if wanted is not None and message.seq > wanted:
+                continue  # another version, off this branch
+            if wanted is not None and message.seq < wanted:
+                return picked[:limit][::-1], False  # what it follows is missing: it ends here
+            if skip:
+                skip = False
+            else:
+                picked.append(message)
+            wanted = message.parent
+            if len(picked) > limit or wanted < 1:
+                break
+        if len(chunk) < need:
+            break  # nothing older was left to read
+    return picked[:limit][::-1], len(picked) > limit
+
+
+def _versions(
+    conversation: Conversation, shown: list[Message], kept_from: int
+) -> dict[int, Versions]:
+    """The versions of the messages shown after the boundary (one query, bounded by them);
+    versions before it are compacted, out of reach."""
+    if not shown:
+        return {}
+    parents = {m.parent for m in shown}
+    rows = (
+        conversation.messages.filter(seq__gte=kept_from)
+        .filter(
+            Q(parent_seq__in=parents) | Q(parent_seq__isnull=True, seq__in=[p + 1 for p in parents])
+        )
+        .exclude(status__in=UNSTARTED)
+        .values_list("seq", "parent_seq", "role")
+    )
+    return versions(
+        ((seq, parent_of(seq, parent), role) for seq, parent, role in rows),
+        ((m.seq, m.parent, m.role) for m in shown),
+    )

@@ -24,6 +24,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from chat.branches import parent_of
 from chat.models import Message
 
 from .entries import Entry
@@ -41,6 +42,7 @@ class Row(NamedTuple):
     once: a cached row serves many turns)."""
 
     seq: int
+    parent: int  # the message it follows on its branch (chat.branches)
     role: str
     status: str
     window_tokens: int | None
@@ -105,8 +107,8 @@ WITH b AS (
         (SELECT COUNT(*) FROM chat_pin WHERE conversation_id = %(c)s) AS pin_count,
         (SELECT MAX(id) FROM chat_pin WHERE conversation_id = %(c)s) AS pin_max
 )
-SELECT m.seq, m.role, m.status, m.content, m.tokens, m.window_tokens, m.window_boundary_id,
-       m.window_head_tokens, p.id,
+SELECT m.seq, m.parent_seq, m.role, m.status, m.content, m.tokens, m.window_tokens,
+       m.window_boundary_id, m.window_head_tokens, p.id,
        s.last_seq, s.boundary_id, s.first_kept, s.post_tokens,
        CASE WHEN m.seq = s.last_seq THEN s.summary END, s.cleared_before,
        s.streaming_id, s.streaming_heartbeat, s.running_id, s.running_heartbeat,
@@ -116,8 +118,8 @@ JOIN chat_message m ON m.conversation_id = %(c)s
     AND (m.seq = s.last_seq OR (%(rows)s AND m.seq >= s.first_kept AND m.seq > %(after)s))
 LEFT JOIN chat_pin p ON p.message_id = m.id
 UNION ALL
-SELECT m.seq, m.role, m.status, m.content, m.tokens, m.window_tokens, m.window_boundary_id,
-       m.window_head_tokens, p.id,
+SELECT m.seq, m.parent_seq, m.role, m.status, m.content, m.tokens, m.window_tokens,
+       m.window_boundary_id, m.window_head_tokens, p.id,
        s.last_seq, s.boundary_id, s.first_kept, s.post_tokens, NULL, s.cleared_before,
        s.streaming_id, s.streaming_heartbeat, s.running_id, s.running_heartbeat,
        s.queued_id, s.queued_seq, s.has_draft, s.pin_count, s.pin_max
@@ -127,7 +129,7 @@ JOIN chat_message m ON m.id = p.message_id AND m.seq < s.first_kept
     AND %(rows)s AND %(after)s = 0
 ORDER BY 1
 """
-_WIDTH = 9  # the message columns, before the state's
+_WIDTH = 10  # the message columns, before the state's
 
 
 @dataclass(frozen=True)
@@ -224,9 +226,13 @@ def _read(conversation_id: int, with_rows: bool, after: int) -> list[tuple]:
 
 
 def _row(found: tuple) -> Row:
-    seq, role, status, content, tokens, window_tokens, boundary_id, head, pin = found[:_WIDTH]
+    seq, parent, role, status, content, tokens, window_tokens, boundary_id, head, pin = found[
+        :_WIDTH
+    ]
     entry = Entry(seq, role, _json(content), tokens, pinned=pin is not None)
-    return Row(seq, role, status, window_tokens, boundary_id, head, pin, entry)
+    return Row(
+        seq, parent_of(seq, parent), role, status, window_tokens, boundary_id, head, pin, entry
+    )
 
 
 def _final_prefix(rows: list[Row], known: int) -> tuple[int, tuple[Row, ...]]:

@@ -1,0 +1,70 @@
+"""Versions in a real browser: regenerate a reply and switch between its versions, edit a message
+and send it again, and the branch on screen stays after a reload (the demo model answers)."""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import expect
+
+from .conftest import TIMEOUT_MS, export, turn, wait_socket
+
+pytestmark = pytest.mark.browser
+
+
+def bubble(page, seq: int):
+    return page.locator(f"#msg-{seq}")
+
+
+def wait_complete(page, seq: int) -> None:
+    expect(page.locator(f'#msg-{seq}[data-status="complete"]')).to_be_visible(timeout=TIMEOUT_MS)
+
+
+def test_regenerate_then_switch_between_the_versions(chat, server):
+    page = chat
+    turn(page, "Tell me about otters, OTTER.")
+    bubble(page, 2).get_by_role("button", name="Regenerate").click()
+    wait_complete(page, 3)
+    expect(bubble(page, 2)).to_have_count(0)  # the first version left the screen, not the record
+    expect(bubble(page, 3).locator(".version-count")).to_have_text("2 / 2")
+
+    bubble(page, 3).get_by_role("button", name="Previous version").click()
+    expect(bubble(page, 2)).to_be_visible()
+    expect(bubble(page, 3)).to_have_count(0)
+    expect(bubble(page, 2).locator(".version-count")).to_have_text("1 / 2")
+    expect(bubble(page, 2).get_by_role("button", name="Previous version")).to_be_disabled()
+
+    page.reload()
+    wait_socket(page)
+    expect(bubble(page, 2)).to_be_visible()  # the branch chosen is kept
+    expect(bubble(page, 3)).to_have_count(0)
+
+    data = export(page, server)
+    assert [(m["seq"], m["parent"], m["on_branch"]) for m in data["messages"]] == [
+        (1, 0, True),
+        (2, 1, True),
+        (3, 1, False),
+    ]
+
+
+def test_edit_a_message_and_send_it_again(chat):
+    page = chat
+    turn(page, "First, about falcons, FALCON.")
+    turn(page, "Second, about herons, HERON.")
+    mine = bubble(page, 3)
+    mine.get_by_text("Edit", exact=True).click()
+    mine.get_by_label("Edited message 3").fill("Second, about egrets instead, EGRET.")
+    mine.get_by_role("button", name="Send as a new version").click()
+    wait_complete(page, 6)
+    expect(bubble(page, 3)).to_have_count(0)
+    expect(bubble(page, 4)).to_have_count(0)
+    expect(bubble(page, 5)).to_contain_text("EGRET")
+    expect(bubble(page, 5).locator(".version-count")).to_have_text("2 / 2")
+
+    bubble(page, 5).get_by_role("button", name="Previous version").click()
+    expect(bubble(page, 3)).to_contain_text("HERON")
+    expect(bubble(page, 4)).to_be_visible()
+    expect(bubble(page, 5)).to_have_count(0)
+    # The model's window follows the branch on screen.
+    page.get_by_role("button", name="What the model sees").click()
+    expect(page.locator("#model-view")).to_contain_text("HERON")
+    expect(page.locator("#model-view")).not_to_contain_text("EGRET")

@@ -1,0 +1,374 @@
+"""Versions and branches: regenerate, retry, edit and switch, within the window."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from chat import transcript
+from chat.branches import Versions, newest_end, on_branch, parent_of, versions
+from chat.models import Conversation, Message
+from compaction.loading import load_window
+from compaction.models import Compaction
+from tests.conftest import receive_until, shows, socket_for
+from tests.waiting import settle
+
+# --- the plain functions ---------------------------------------------------------------------
+
+
+def test_rows_from_before_versions_follow_the_row_before_them():
+    assert parent_of(7, None) == 6
+    assert parent_of(7, 2) == 2
+    assert parent_of(1, None) == 0
+
+
+def test_the_branch_walks_parents_from_its_end_and_stops_at_the_boundary():
+    # 1 2 3 4, then message 3 edited as 5 (after 2) with its reply 6.
+    parents = {1: 0, 2: 1, 3: 2, 4: 3, 5: 2, 6: 5}
+    assert on_branch(parents, 6) == [1, 2, 5, 6]
+    assert on_branch(parents, 4) == [1, 2, 3, 4]
+    assert on_branch(parents, 6, first=2) == [2, 5, 6]
+
+
+def test_switching_follows_the_newest_version_below():
+    parents = {1: 0, 2: 1, 3: 2, 4: 3, 5: 2, 6: 5, 7: 5}  # 7: 6 asked again
+    assert newest_end(parents, 3) == 4
+    assert newest_end(parents, 5) == 7
+    assert newest_end(parents, 7) == 7
+
+
+def test_versions_count_siblings_of_one_role_oldest_first():
+    rows = [(1, 0, "user"), (2, 1, "assistant"), (3, 1, "assistant"), (4, 1, "assistant")]
+    found = versions(rows, [(3, 1, "assistant"), (1, 0, "user")])
+    assert found == {3: Versions(index=2, count=3, previous=2, next=4)}
+
+
+# --- over the websocket --------------------------------------------------------------------
+
+
+def frame(action: str, **fields) -> str:
+    return json.dumps({"action": action, **fields, "HEADERS": {"HX-Request": "true"}})
+
+
+async def turn(ws, conversation, text: str, reply_seq: int) -> None:
+    await ws.send_to(text_data=frame("send", message=text))
+    await receive_until(ws, shows(reply_seq, "complete"))
+    await settle(conversation.pk)
+
+
+async def rows(conversation) -> list[tuple[int, int, str, str]]:
+    return [
+        (m.seq, m.parent, m.role, m.status)
+        async for m in Message.objects.filter(conversation=conversation).order_by("seq")
+    ]
+
+
+@sync_to_async
+def window_seqs(conversation_id: int) -> list[int]:
+    conversation = Conversation.objects.get(pk=conversation_id)
+    return [e.seq for e in load_window(conversation).entries]
+
+
+@sync_to_async
+def page_of(conversation_id: int, **kwargs) -> transcript.Page:
+    conversation = Conversation.objects.get(pk=conversation_id)
+    return transcript.page(conversation, before=None, limit=50, **kwargs)
+
+
+def shown(page: transcript.Page) -> list[int]:
+    return [item.message.seq for item in page.items if item.kind == "message"]
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("channel_layer")
+async def test_regenerate_adds_a_version_and_the_window_follows_it(alice, conversation, fake_llm):
+    fake_llm.enqueue(["First answer."])
+    fake_llm.enqueue(["Second answer."])
+    ws = socket_for(alice, conversation.pk)
+    await ws.connect()
+    await turn(ws, conversation, "hi", 2)
+    await ws.send_to(text_data=frame("reply_again", message=2))
+    frames = await receive_until(ws, shows(3, "complete"))
+    await settle(conversation.pk)
+    joined = "".join(frames)
+    # Every tab drops the old version from the screen, then streams the new one after "hi".
+    assert 'hx-swap-oob="innerHTML:#transcript"' in joined
+    branch = joined.split('hx-swap-oob="innerHTML:#transcript"')[1].split("hx-swap-oob")[0]
+    assert 'id="msg-1"' in branch and 'id="msg-2"' not in branch
+    assert 'afterend:#msg-1"' in joined
+    assert "2 / 2" in frames[-1]
+    assert await rows(conversation) == [
+        (1, 0, "user", "complete"),
+        (2, 1, "assistant", "complete"),
+        (3, 1, "assistant", "complete"),
+    ]
+    # The model was asked with the first message alone, not the reply it replaces.
+    assert [m["role"] for m in fake_llm.calls[1].messages] == ["user"]
+    assert await window_seqs(conversation.pk) == [1, 3]
+    page = await page_of(conversation.pk)
+    assert shown(page) == [1, 3]
+    assert page.items[-1].versions == Versions(index=2, count=2, previous=2, next=None)
+    await ws.disconnect()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("channel_layer")
+async def test_switching_versions_moves_the_branch_and_the_window(alice, conversation, fake_llm):
+    for text in ["A1.", "A2.", "Next answer."]:
+        fake_llm.enqueue([text])
+    ws = socket_for(alice, conversation.pk)
+    await ws.connect()
+    await turn(ws, conversation, "hi", 2)
+    await ws.send_to(text_data=frame("reply_again", message=2))
+    await receive_until(ws, shows(3, "complete"))
+    await settle(conversation.pk)
+
+    await ws.send_to(text_data=frame("switch", message=3, to=2))
+    frames = await receive_until(ws, lambda f: 'innerHTML:#transcript"' in f)
+    assert 'id="msg-2"' in frames[-1] and 'id="msg-3"' not in frames[-1]
+    assert "1 / 2" in frames[-1]
+    assert 'id="context"' in frames[-1]  # the meter follows the window
+    assert (await Conversation.objects.aget(pk=conversation.pk)).leaf_seq == 2
+    assert await window_seqs(conversation.pk) == [1, 2]
+
+    # A message sent now continues the branch on screen, and becomes its end.
+    await turn(ws, conversation, "go on", 5)
+    assert (await rows(conversation))[3:] == [
+        (4, 2, "user", "complete"),
+        (5, 4, "assistant", "complete"),
+    ]
+    assert [m["content"][0]["text"] for m in fake_llm.calls[2].messages] == ["hi", "A1.", "go on"]
+    assert (await Conversation.objects.aget(pk=conversation.pk)).leaf_seq is None
+    assert await window_seqs(conversation.pk) == [1, 2, 4, 5]
+
+    # Back to the second version: its branch ends where it did.
+    await ws.send_to(text_data=frame("switch", message=2, to=3))
+    await receive_until(ws, lambda f: 'innerHTML:#transcript"' in f)
+    assert shown(await page_of(conversation.pk)) == [1, 3]
+    await ws.send_to(text_data=frame("switch", message=3, to=2))
+    await receive_until(ws, lambda f: 'innerHTML:#transcript"' in f)
+    assert shown(await page_of(conversation.pk)) == [1, 2, 4, 5]
+    assert (await Conversation.objects.aget(pk=conversation.pk)).leaf_seq is None
+    await ws.disconnect()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("channel_layer")
+async def test_an_edited_message_is_sent_again_as_a_new_version(alice, conversation, fake_llm):
+    for text in ["One.", "Two.", "Two, edited."]:
+        fake_llm.enqueue([text])
+    ws = socket_for(alice, conversation.pk)
+    await ws.connect()
+    await turn(ws, conversation, "first", 2)
+    await turn(ws, conversation, "second", 4)
+    await ws.send_to(text_data=frame("edit", message=3, text="second, better"))
+    frames = await receive_until(ws, shows(6, "complete"))
+    await settle(conversation.pk)
+    assert (await rows(conversation))[4:] == [
+        (5, 2, "user", "complete"),
+        (6, 5, "assistant", "complete"),
+    ]
+    texts = [m["content"][0]["text"] for m in fake_llm.calls[2].messages]
+    assert texts == ["first", "One.", "second, better"]
+    assert "2 / 2" in "".join(frames)  # the edited message shows its place among versions
+    assert await window_seqs(conversation.pk) == [1, 2, 5, 6]
+    page = await page_of(conversation.pk)
+    assert shown(page) == [1, 2, 5, 6]
+    assert page.items[2].versions == Versions(index=2, count=2, previous=3, next=None)
+    # The original is kept, with its reply: switching back shows both.
+    await ws.send_to(text_data=frame("switch", message=5, to=3))
+    await receive_until(ws, lambda f: 'innerHTML:#transcript"' in f)
+    assert shown(await page_of(conversation.pk)) == [1, 2, 3, 4]
+    assert await window_seqs(conversation.pk) == [1, 2, 3, 4]
+    await ws.disconnect()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("channel_layer")
+async def test_the_first_message_can_be_edited(alice, conversation, fake_llm):
+    fake_llm.enqueue(["Yes."])
+    fake_llm.enqueue(["Sure."])
+    ws = socket_for(alice, conversation.pk)
+    await ws.connect()
+    await turn(ws, conversation, "hello", 2)
+    await ws.send_to(text_data=frame("edit", message=1, text="hello again"))
+    await receive_until(ws, shows(4, "complete"))
+    await settle(conversation.pk)
+    assert [m["content"][0]["text"] for m in fake_llm.calls[1].messages] == ["hello again"]
+    assert await window_seqs(conversation.pk) == [3, 4]
+    await ws.disconnect()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("channel_layer")
+async def test_a_failed_reply_is_retried_in_place(alice, conversation, fake_llm):
+    fake_llm.enqueue_error("The model API is overloaded right now.", after_chunks=["Par"])
+    fake_llm.enqueue(["Whole answer."])
+    ws = socket_for(alice, conversation.pk)
+    await ws.connect()
+    await ws.send_to(text_data=frame("send", message="hi"))
+    frames = await receive_until(ws, shows(2, "error"))
+    assert "Retry</button>" in frames[-1]
+    await settle(conversation.pk)
+    await ws.send_to(text_data=frame("reply_again", message=2))
+    await receive_until(ws, shows(3, "complete"))
+    await settle(conversation.pk)
+    assert await window_seqs(conversation.pk) == [1, 3]
+    failed = await Message.objects.aget(conversation=conversation, seq=2)
+    assert (failed.status, failed.text) == ("error", "Par")  # kept, off the branch
+    await ws.disconnect()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("channel_layer")
+async def test_versions_are_refused_with_a_reason(alice, conversation, fake_llm):
+    import asyncio
+
+    gate = asyncio.Event()
+    fake_llm.enqueue(["One."])
+    fake_llm.enqueue(["Two."])
+    fake_llm.enqueue(["slow"], gate=gate, gate_at=0)
+    ws = socket_for(alice, conversation.pk)
+    await ws.connect()
+    await turn(ws, conversation, "first", 2)
+    await turn(ws, conversation, "second", 4)
+
+    async def refused(action: str, **fields) -> str:
+        await ws.send_to(text_data=frame(action, **fields))
+        found = await receive_until(ws, lambda f: 'id="notice"' in f)
+        return found[-1]
+
+    assert "Only your own messages can be edited" in await refused("edit", message=2, text="x")
+    assert "Only a reply can be asked again" in await refused("reply_again", message=1)
+    assert "Type a message first" in await refused("edit", message=3, text="  ")
+    assert "not on the branch" in await refused("reply_again", message=99)
+    assert "Say which message" in await refused("reply_again", message="two")
+    assert "not a version of message 2" in await refused("switch", message=2, to=4)
+
+    await sync_to_async(Compaction.objects.create)(
+        conversation=conversation,
+        trigger="manual",
+        status="committed",
+        first_kept_seq=3,
+        summary="## Primary request and intent\nTwo turns.",
+        pre_tokens=900,
+        post_tokens=300,
+        summariser="model",
+    )
+    assert "read-only" in await refused("edit", message=1, text="changed")
+
+    # While a reply streams, versions wait.
+    await ws.send_to(text_data=frame("send", message="third"))
+    await receive_until(ws, lambda f: "beforeend:#msg-6-text" in f or 'id="msg-6"' in f)
+    assert "Wait for the reply in progress" in await refused("reply_again", message=4)
+    gate.set()
+    await receive_until(ws, shows(6, "complete"))
+    await settle(conversation.pk)
+    assert len(await rows(conversation)) == 6  # nothing was added by the refusals
+    await ws.disconnect()
+
+
+@pytest.mark.django_db
+def test_a_page_skips_a_long_abandoned_branch_in_a_few_queries(alice, conversation):
+    # 200 messages, then message 3 edited: the branch on screen is 1 2 203 204.
+    Message.objects.bulk_create(
+        Message(
+            conversation=conversation,
+            seq=seq,
+            role="user" if seq % 2 else "assistant",
+            content=[{"type": "text", "text": f"m{seq}"}],
+        )
+        for seq in range(1, 201)
+    )
+    Message.objects.create(
+        conversation=conversation,
+        seq=201,
+        parent_seq=2,
+        role="user",
+        content=[{"type": "text", "text": "edited"}],
+    )
+    Message.objects.create(
+        conversation=conversation,
+        seq=202,
+        parent_seq=201,
+        role="assistant",
+        content=[{"type": "text", "text": "reply"}],
+    )
+    with CaptureQueriesContext(connection) as queries:
+        page = transcript.page(conversation, before=None, limit=50)
+    assert shown(page) == [1, 2, 201, 202]
+    assert page.oldest_seq is None
+    assert len(queries) <= 7
+    assert page.items[2].versions == Versions(index=2, count=2, previous=3, next=None)
+    # Older pages along the branch: asked before 201, the walk goes on from its parent.
+    older = transcript.page(conversation, before=201, limit=1)
+    assert shown(older) == [2] and older.oldest_seq == 2
+    assert shown(transcript.page(conversation, before=2, limit=1)) == [1]
+
+
+def _edited_conversation(conversation) -> None:
+    """1 2 3 4, then message 3 edited as 5 with its reply 6: the branch is 1 2 5 6."""
+    for seq in range(1, 5):
+        Message.objects.create(
+            conversation=conversation,
+            seq=seq,
+            role="user" if seq % 2 else "assistant",
+            content=[{"type": "text", "text": f"m{seq}"}],
+        )
+    Message.objects.create(
+        conversation=conversation,
+        seq=5,
+        parent_seq=2,
+        role="user",
+        content=[{"type": "text", "text": "edited"}],
+    )
+    Message.objects.create(
+        conversation=conversation,
+        seq=6,
+        parent_seq=5,
+        role="assistant",
+        content=[{"type": "text", "text": "answer"}],
+    )
+
+
+@pytest.mark.django_db
+def test_the_admin_shows_every_version_and_which_are_on_the_branch(admin_client, conversation):
+    _edited_conversation(conversation)
+    html = admin_client.get(f"/admin/chat/conversation/{conversation.pk}/change/").content.decode()
+    inline = html.split("On the branch")[1]
+    assert inline.count('alt="True"') == 4 and inline.count('alt="False"') == 2
+    assert ">#2<" in inline  # message 5 follows message 2
+
+
+@pytest.mark.django_db
+def test_export_json_lists_every_version_with_its_parent_and_branch(client, alice, conversation):
+    _edited_conversation(conversation)
+    Conversation.objects.filter(pk=conversation.pk).update(leaf_seq=4)  # switched back
+    client.force_login(alice)
+    data = client.get(f"/conversations/{conversation.pk}/export.json").json()
+    assert [(m["seq"], m["parent"], m["on_branch"]) for m in data["messages"]] == [
+        (1, 0, True),
+        (2, 1, True),
+        (3, 2, True),
+        (4, 3, True),
+        (5, 2, False),
+        (6, 5, False),
+    ]
+    assert data["branch_end"] == 4
+    assert [m["content"][0]["text"] for m in data["window"]["messages"]] == ["m1", "m2", "m3", "m4"]
+
+
+@pytest.mark.django_db
+def test_export_md_marks_the_versions_off_the_branch(client, alice, conversation):
+    _edited_conversation(conversation)
+    client.force_login(alice)
+    response = client.get(f"/conversations/{conversation.pk}/export.md")
+    text = b"".join(response.streaming_content).decode()
+    assert text.count("Another version, off the branch on screen") == 2
+    assert "it follows #2." in text  # message 3, the one edited
+    edited = text.split("#5")[1]
+    assert "Another version" not in edited.split("###")[0]  # on the branch: no note
