@@ -51,7 +51,13 @@ async def _count(user) -> None:
 
 
 async def approve(user, conversation_id, compaction_id, summary) -> None:
-    await broadcast_outcome(await db.run(_approve, user, conversation_id, compaction_id, summary))
+    row = await db.run(_approve, user, conversation_id, compaction_id, summary)
+    # Replaces any notice about the draft ("waiting for your review") in every tab.
+    await broadcast_outcome(
+        row,
+        note=f"Summary approved: the model now sees it in place of messages "
+        f"1–{row.first_kept_seq - 1}.",
+    )
 
 
 async def discard(user, conversation_id, compaction_id) -> None:
@@ -62,17 +68,40 @@ async def undo(user, conversation_id) -> None:
     await broadcast_outcome(await db.run(_undo, user, conversation_id))
 
 
-async def broadcast_outcome(row: Compaction) -> None:
-    """Show every tab what a compaction changed: divider, review box, notice, context panel."""
-    panel, conversation = await db.run(_panel_of, row.conversation_id)
+async def broadcast_outcome(row: Compaction, *, note: str = "") -> None:
+    """Show every tab what a compaction changed: divider, review box, notice, context panel.
+    `note` replaces the notice (the outcome of a review says what became of the draft)."""
+    panel, conversation, superseded = await db.run(_panel_of, row)
+    if not note and run.nothing_to_gain(row):
+        note = row.error  # says what to do instead; not a fault
+    elif not note and superseded:
+        note = (
+            "The draft summary that waited for your review was set aside: the window filled "
+            "up before it was reviewed, so this compaction was committed without review."
+        )
     await broadcast.html(
-        row.conversation_id, fragments.compaction_outcome(row, panel, conversation)
+        row.conversation_id, fragments.compaction_outcome(row, panel, conversation, note=note)
     )
 
 
-def _panel_of(conversation_id: int):
-    conversation = Conversation.objects.get(pk=conversation_id)
-    return load_panel(conversation, load_window(conversation)), conversation
+def _panel_of(row: Compaction):
+    conversation = Conversation.objects.get(pk=row.conversation_id)
+    panel = load_panel(conversation, load_window(conversation))
+    return panel, conversation, _superseded_a_draft(row)
+
+
+def _superseded_a_draft(row: Compaction) -> bool:
+    """Whether committing `row` set a waiting draft aside (run.open_locked): the draft is the
+    compaction just before it, since only one is ever open at a time."""
+    if row.status != Compaction.Status.COMMITTED:
+        return False
+    before = (
+        Compaction.objects.filter(conversation_id=row.conversation_id, pk__lt=row.pk)
+        .order_by("-pk")
+        .values_list("status", "error")
+        .first()
+    )
+    return before == (Compaction.Status.DISCARDED, run.SUPERSEDED)
 
 
 def _clean_instructions(instructions) -> str:

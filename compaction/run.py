@@ -35,6 +35,11 @@ from .policy import Budget, auto_paused_until, must_compact_before_send
 from .tokens import CHARS_PER_TOKEN, estimate_content, window_total
 
 INTERRUPTED = "Interrupted: the server stopped while it ran."
+# A draft set aside because the window filled up before it was reviewed (open_locked).
+SUPERSEDED = "Superseded: the window was full before the draft was reviewed."
+# Opens the error of a compaction whose summary would not have made the window smaller: not a
+# fault, and the user is told what to do instead (see `nothing_to_gain`).
+NOT_ENOUGH = "Not enough to fold away yet"
 # The API keeps a cached prefix five minutes after its last use; a minute's margin covers the
 # summary call's own start and clocks that differ between processes.
 CACHE_WARM_FOR = timedelta(minutes=4)
@@ -87,7 +92,7 @@ def open_locked(
             conversation_id=conversation.pk, status=Compaction.Status.DRAFT
         ).update(
             status=Compaction.Status.DISCARDED,
-            error="Superseded: the window was full before the draft was reviewed.",
+            error=SUPERSEDED,
             updated_at=timezone.now(),
         )
     open_one = (
@@ -100,7 +105,10 @@ def open_locked(
     )
     if open_one is not None:
         if open_one.status == Compaction.Status.DRAFT:
-            raise CompactionRefused("A draft summary is waiting for your review first.")
+            raise CompactionRefused(
+                "A draft summary is waiting for your review first: approve, regenerate or "
+                "discard it in the review box above the transcript, then compact again."
+            )
         raise CompactionRefused("A compaction is already running for this conversation.")
     if trigger == Compaction.Trigger.AUTO:
         clearing = plan(state.entries, state.budget.keep_tokens, settings.TOOL_CLEAR_MIN_CHARS)
@@ -108,7 +116,11 @@ def open_locked(
             return Opened(_clear(conversation, state, clearing), conversation, state, [])
     cut = choose_cut(state.entries, state.budget.keep_tokens)
     if cut is None:
-        raise CompactionRefused("Nothing to compact yet: the window holds only the latest turn.")
+        raise CompactionRefused(
+            "Nothing to compact yet: the window holds only the latest turn, which is always "
+            "kept verbatim. Keep chatting; once earlier turns build up, Compact now can fold "
+            "them into a summary."
+        )
     try:
         with transaction.atomic():
             row = Compaction.objects.create(
@@ -332,8 +344,11 @@ def close(opened: Opened, result: brief.SummaryResult, duration_ms: int, *, revi
     elif row.post_tokens >= row.pre_tokens:
         row.status = Compaction.Status.FAILED
         row.error = (
-            f"The summary ({row.post_tokens} tokens with the kept tail) would not make the "
-            f"window smaller than {row.pre_tokens}; nothing was committed."
+            f"{NOT_ENOUGH}: the window holds {row.pre_tokens:,} tokens, and a summary of its "
+            f"earlier messages with the recent ones kept verbatim would take "
+            f"{row.post_tokens:,}, so nothing changed. Keep chatting: once more has built up "
+            "before the latest turns, Compact now will make the window smaller (and "
+            "auto-compaction does it by itself as the window fills up)."
         )
     else:
         row.status = Compaction.Status.DRAFT if review else Compaction.Status.COMMITTED
@@ -375,6 +390,11 @@ def _count_auto_outcome(conversation_id: int, failed: bool) -> None:
             pause=timedelta(minutes=settings.COMPACT_PAUSE_MINUTES),
         ),
     )
+
+
+def nothing_to_gain(row: Compaction) -> bool:
+    """The compaction failed only because there was too little to fold away yet."""
+    return row.status == Compaction.Status.FAILED and row.error.startswith(NOT_ENOUGH)
 
 
 def mark_failed(compaction_id: int, error: str) -> None:

@@ -44,6 +44,45 @@ def neutralise_tags(text: str) -> str:
     return _FRAME_TAG_RE.sub(lambda m: f"&lt;{m.group(1)}{m.group(2)}", text)
 
 
+# A summary is Markdown: it is rendered on its divider and in "What the model sees", where the
+# summary pair goes on after it (the recall note, pinned messages). A code fence that a quoted
+# message opens there (three backticks or tildes at the start of a line) and nothing closes
+# would swallow everything after it into one code block.
+_FENCE_RE = re.compile(r"^([ \t]*)(`{3,}|~{3,})", re.MULTILINE)
+_HEADING_RE = re.compile(r"^([ \t]*)(#{1,6})(?=[ \t]|$)", re.MULTILINE)
+_FENCE_LINE_RE = re.compile(r"^( {0,3})(`{3,}|~{3,})(.*)$")
+
+
+def neutralise_fences(text: str) -> str:
+    """Code fences in quoted text made inert: each of their backticks (or tildes) escaped, so
+    every character still shows and no code block opens."""
+    return _FENCE_RE.sub(lambda m: m.group(1) + "".join(f"\\{c}" for c in m.group(2)), text)
+
+
+def inert_quote(text: str) -> str:
+    """A message quoted inside a summary's bullet: its fences and headings escaped (a quoted
+    "## Next step" must not pass for a section), its lines indented to stay in the bullet."""
+    text = _HEADING_RE.sub(lambda m: f"{m.group(1)}\\{m.group(2)}", neutralise_fences(text))
+    return text.replace("\n", "\n  ")
+
+
+def close_open_fence(text: str) -> str:
+    """A code fence left open at the end (a model's summary cut short) closed, at the opening
+    fence's own indentation, so it ends where the summary does."""
+    opened: tuple[str, str] | None = None  # (indentation, fence)
+    for line in text.split("\n"):
+        match = _FENCE_LINE_RE.match(line)
+        if match is None:
+            continue
+        indent, fence, rest = match.groups()
+        if opened is None:
+            if not (fence[0] == "`" and "`" in rest):  # a backtick fence's info has none
+                opened = (indent, fence)
+        elif fence[0] == opened[1][0] and len(fence) >= len(opened[1]) and not rest.strip():
+            opened = None
+    return text if opened is None else f"{text}\n{opened[0]}{opened[1]}"
+
+
 def render_block(block: dict) -> str:
     """One content block as plain text; tool traffic is written out, never sent as tool blocks."""
     kind = block.get("type")
@@ -232,7 +271,7 @@ def clean_summary(raw: str) -> str | None:
     if body is None:
         return None
     body = _strip_analysis(body).strip()
-    return body or None
+    return close_open_fence(body) if body else None
 
 
 def _last_summary_block(text: str) -> str | None:
@@ -309,7 +348,10 @@ def rule_based_summary(
     }
     parts = [RULES_NOTE]
     if previous_summary and previous_summary.strip():
-        earlier = _demote_headings(_clip(previous_summary.strip(), share["previous"]))
+        # Cut to its share, which may fall inside one of its code blocks: closed where it ends.
+        earlier = close_open_fence(
+            _demote_headings(_clip(previous_summary.strip(), share["previous"]))
+        )
         parts.append(f"## Earlier brief\n{earlier}")
     for name in SECTIONS:
         if sections[name]:  # an empty heading would only spend the bounded room
@@ -404,7 +446,7 @@ def _user_messages(users: list[Entry], budget: int) -> str:
     # usually come first); only when even that does not fit are the oldest left out.
     each = max(_MIN_PER_USER_MESSAGE, min(_PER_USER_MESSAGE, budget // max(len(users), 1) - 16))
     for entry in reversed(users):
-        quoted = f'- (#{entry.seq}) "{_clip(entry.text.strip(), each)}"'
+        quoted = f'- (#{entry.seq}) "{inert_quote(_clip(entry.text.strip(), each))}"'
         room = budget - used
         if len(quoted) + 1 > room:
             if not kept and room > 40:

@@ -4,11 +4,14 @@ A client has `capabilities(model)` and `stream(request)`, an async iterator of `
 ending with a `values.Final` (or raising `values.LLMError`, whose `reason` is a sentence for the
 user). `client_for(model)` is the one place that decides which provider serves a model: the demo
 serves the model named "demo", Anthropic (or any compatible server) serves every other name.
+`available_models()` is what a new conversation may pick, and `context_budget(model)` the
+window's budget of a conversation on that model.
 """
 
 from __future__ import annotations
 
 from contextlib import aclosing
+from dataclasses import dataclass
 
 from django.conf import settings
 
@@ -16,20 +19,94 @@ from . import demo
 from .anthropic import AnthropicClient
 from .values import Capabilities, Final, LLMError, Request
 
-__all__ = ["Capabilities", "Final", "LLMError", "Request", "client_for", "complete"]
+__all__ = [
+    "Capabilities",
+    "Final",
+    "LLMError",
+    "ModelChoice",
+    "Request",
+    "available_models",
+    "client_for",
+    "complete",
+    "context_budget",
+    "model_info",
+]
 
 _anthropic: dict[tuple, AnthropicClient] = {}
 
 
-def default_model() -> str:
-    """The model of a new conversation: LLM_PROVIDER forces a provider, else a key or a base
-    URL means Anthropic and their absence means the offline demo."""
+def _offline() -> bool:
+    """LLM_PROVIDER forces a provider, else a key or a base URL means Anthropic and their
+    absence means the offline demo."""
     forced = settings.LLM_PROVIDER
-    if forced == "demo" or (
+    return forced == "demo" or (
         not forced and not (settings.ANTHROPIC_API_KEY or settings.ANTHROPIC_BASE_URL)
-    ):
-        return demo.MODEL
-    return settings.CHAT_MODEL
+    )
+
+
+def default_model() -> str:
+    """The model of a new conversation when none is picked: the demo offline, else CHAT_MODEL."""
+    return demo.MODEL if _offline() else settings.CHAT_MODEL
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    """A model as people see it: the picker's options and the conversation's header."""
+
+    id: str
+    label: str
+    budget: int  # the window's budget in tokens (context_budget)
+    default: bool = False
+
+    @property
+    def budget_short(self) -> str:
+        """200,000 -> "200k", 1,500 -> "1.5k", 1,000,000 -> "1M"."""
+        for size, unit in ((1_000_000, "M"), (1_000, "k")):
+            if self.budget >= size:
+                return f"{self.budget / size:.1f}".removesuffix(".0") + unit
+        return str(self.budget)
+
+    @property
+    def shown(self) -> str:
+        return f"{self.label} · {self.budget_short} tokens"
+
+
+def _listed(model: str) -> dict | None:
+    return next((m for m in settings.CHAT_MODELS if m["id"] == model), None)
+
+
+def context_budget(model: str) -> int:
+    """The window's budget for a conversation on `model`: the model's own "context" in
+    CHAT_MODELS, else CONTEXT_BUDGET_TOKENS (the budget of every model not given one), else the
+    provider's context window for it. The most specific setting wins."""
+    listed = _listed(model)
+    if listed and listed.get("context"):
+        return int(listed["context"])
+    return settings.CONTEXT_BUDGET_TOKENS or capabilities(model).context_window
+
+
+def model_info(model: str, *, default: bool = False) -> ModelChoice:
+    """Any model's label and budget: one no longer configured (an old conversation's) is
+    shown by its id."""
+    listed = _listed(model)
+    if listed and listed.get("label"):
+        label = listed["label"]
+    else:
+        label = "Demo (offline)" if model == demo.MODEL else model
+    return ModelChoice(model, label, context_budget(model), default)
+
+
+def available_models() -> list[ModelChoice]:
+    """What a new conversation may pick, in the configured order, the default marked: the
+    models of CHAT_MODELS, or offline only the demo (nothing else could answer)."""
+    default = default_model()
+    if _offline():
+        ids = [demo.MODEL]
+    else:
+        ids = [m["id"] for m in settings.CHAT_MODELS]
+        if default not in ids:  # CHAT_MODELS always holds CHAT_MODEL; a test may set one alone
+            ids.insert(0, default)
+    return [model_info(model, default=model == default) for model in ids]
 
 
 def client_for(model: str):
