@@ -44,6 +44,11 @@ urlpatterns = [
         name="conversation-export",
     ),
     path(
+        "conversations/<int:conversation_id>/export.md",
+        views.conversation_export_markdown,
+        name="conversation-export-markdown",
+    ),
+    path(
         "conversations/<int:conversation_id>/search.json",
         views.conversation_search,
         name="conversation-search",
@@ -60,4 +65,27 @@ urlpatterns = [
         name="conversation-tools",
     ),
     path("messages/<int:message_id>/pin/", views.message_pin, name="message-pin"),
+    # The sidebar: its list and next pages, and what its rows' menus do.
+    path("sidebar/", views.sidebar_list, name="sidebar"),
+    path(
+        "sidebar/archived/",
+        views.sidebar_list,
+        {"view": "archived"},
+        name="sidebar-archived",
+    ),
+    path(
+        "conversations/<int:conversation_id>/pin/",
+        views.conversation_pin,
+        name="conversation-pin",
+    ),
+    path(
+        "conversations/<int:conversation_id>/archive/",
+        views.conversation_archive,
+        name="conversation-archive",
+    ),
+    path(
+        "conversations/<int:conversation_id>/restore/",
+        views.conversation_restore,
+        name="conversation-restore",
+    ),
 ]

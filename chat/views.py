@@ -8,18 +8,22 @@ from django.contrib import messages as flash
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import UserCreationForm
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.core.handlers.asgi import ASGIRequest
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils.functional import SimpleLazyObject
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django_htmx.http import HttpResponseClientRedirect
 
 import providers
 from compaction.loading import load_panel, load_window
-from compaction.models import Compaction
 from search.messages import MAX_LIMIT, search
 from search.text import marked
 from tools import registry
 
-from . import accounts, actions, clean, fragments, imports, transcript
+from . import accounts, actions, clean, exports, fragments, imports, sidebar, transcript
 from .errors import ActionError
 from .models import Conversation, Pin
 
@@ -49,16 +53,28 @@ def signup(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def home(request: HttpRequest) -> HttpResponse:
-    latest = Conversation.objects.owned_by(request.user).first()
+    # The latest of the listed ones: an archived conversation is not where anyone starts.
+    latest = Conversation.objects.owned_by(request.user).filter(archived_at__isnull=True).first()
     if latest:
-        return redirect("conversation", conversation_id=latest.pk)
+        url = reverse("conversation", args=[latest.pk])
+        if request.GET.get("sidebar") == sidebar.ARCHIVED:
+            url += f"?sidebar={sidebar.ARCHIVED}"  # the no-script way to the archived list
+        return redirect(url)
     return render(request, "chat/empty.html", _sidebar(request))
 
 
 @login_required
 @require_POST
 def conversation_create(request: HttpRequest) -> HttpResponse:
-    conversation = actions.create_conversation(request.user)
+    """Create on the model picked (`model`; none: the default). A model not offered here gets
+    a 400 naming the ones that are, and nothing is created."""
+    try:
+        conversation = actions.create_conversation(
+            request.user, model=request.POST.get("model") or None
+        )
+    except ActionError as exc:
+        context = _sidebar(request) | {"create_error": exc.reason}
+        return render(request, "chat/empty.html", context, status=400)
     return redirect("conversation", conversation_id=conversation.pk)
 
 
@@ -82,11 +98,28 @@ def conversation_import(request: HttpRequest) -> HttpResponse:
 
 
 def _sidebar(request: HttpRequest, current: Conversation | None = None) -> dict:
+    """What every page's sidebar needs: its first page of conversations (`?sidebar=archived`:
+    the archived ones, the no-script way to that list) and the Undo of a delete that brought
+    the browser here."""
     model = current.model if current else providers.default_model()
+    view = sidebar.ARCHIVED if request.GET.get("sidebar") == sidebar.ARCHIVED else sidebar.MAIN
+
+    def notice() -> sidebar.Notice | None:
+        deleted = request.session.pop(DELETED_KEY, None)
+        return _deleted_notice(deleted, reopen=True) if deleted else None
+
+    # Lazy: a view that answers htmx with a fragment of its page (the transcript on reconnect)
+    # builds this context too, and must neither query the list nor use up the Undo.
     return {
-        "conversations": Conversation.objects.owned_by(request.user).only("id", "title")[:200],
+        "sidebar": SimpleLazyObject(lambda: sidebar.page(request.user, view=view)),
         "current": current,
+        "current_id": current.pk if current else None,
+        "notice": SimpleLazyObject(notice),
+        "back": request.get_full_path() if request.method == "GET" else None,
         "demo": providers.capabilities(model).offline,
+        # The "+ New conversation" form's picker, and the header's model with its budget.
+        "models": providers.available_models(),
+        "current_model": providers.model_info(current.model) if current else None,
     }
 
 
@@ -187,9 +220,145 @@ def conversation_settings(request: HttpRequest, conversation_id: int) -> HttpRes
 @login_required
 @require_POST
 def conversation_delete(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    """Delete, then offer to undo it. From the sidebar of another conversation, the list is
+    drawn again in place; the open conversation (or a plain form) goes on to the next page,
+    which shows the Undo (kept in the session for that one page)."""
     _owned(request, conversation_id)
-    actions.delete_conversation(request.user, conversation_id)
-    return redirect("home")
+    conversation = actions.delete_conversation(request.user, conversation_id)
+    deleted = {"pk": conversation.pk, "title": conversation.title}
+    if request.htmx and _number(request.POST.get("current")) != conversation.pk:
+        return _sidebar_changed(request, _deleted_notice(deleted, reopen=False))
+    request.session[DELETED_KEY] = deleted
+    if request.htmx:
+        return HttpResponseClientRedirect(reverse("home"))
+    back = _back(request)
+    gone = reverse("conversation", args=[conversation.pk])
+    return redirect(back if back and not back.startswith(gone) else "home")
+
+
+# --- the sidebar ---------------------------------------------------------------------------------
+# Its actions answer htmx with the list drawn again (as many rows as the page showed, a figure
+# static/js/sidebar.js sends) and the notice; a plain form gets a redirect back and a flash
+# message.
+
+# The session key of a conversation just deleted, for the Undo on the page that follows.
+DELETED_KEY = "sidebar_deleted"
+
+
+@login_required
+@require_GET
+def sidebar_list(request: HttpRequest, view: str = sidebar.MAIN) -> HttpResponse:
+    """The list (htmx: the archived one and back), or with `?after=`, its next page. Opened
+    as a page (no script, a new tab), it is the home page with that list in its sidebar."""
+    if not request.htmx:
+        return redirect(reverse("home") + ("?sidebar=archived" if view == sidebar.ARCHIVED else ""))
+    try:
+        after = sidebar.cursor(request.GET.get("after"))
+    except ValueError:
+        return _plain("That is not a place in the list: reload the page.", status=400)
+    context = {
+        "sidebar": sidebar.page(request.user, view=view, after=after),
+        "current_id": _number(request.GET.get("current")),
+        "back": _back(request),
+    }
+    return render(request, f"chat/sidebar.html#{'page' if after else 'conversations'}", context)
+
+
+@login_required
+@require_POST
+def conversation_pin(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    pinned = request.POST.get("pinned") == "1"
+    try:
+        conversation = actions.pin_conversation(request.user, conversation_id, pinned)
+    except ActionError as exc:
+        return _plain(exc.reason, status=404)
+    done = "Pinned" if pinned else "Unpinned"
+    return _sidebar_changed(request, sidebar.Notice(f"{done} “{conversation.title}”."))
+
+
+@login_required
+@require_POST
+def conversation_archive(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    archived = request.POST.get("archived") == "1"
+    try:
+        conversation = actions.archive_conversation(request.user, conversation_id, archived)
+    except ActionError as exc:
+        return _plain(exc.reason, status=404)
+    title = conversation.title
+    if not archived:
+        return _sidebar_changed(request, sidebar.Notice(f"Unarchived “{title}”."))
+    notice = sidebar.Notice(
+        f"Archived “{title}”: it is under “Archived conversations” at the end of the list.",
+        pk=conversation.pk,
+        undo_url=reverse("conversation-archive", args=[conversation.pk]),
+        undo_fields=(("archived", "0"),),
+        undo_label=f"Undo archiving “{title}”",
+    )
+    return _sidebar_changed(request, notice)
+
+
+@login_required
+@require_POST
+def conversation_restore(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    """Undo a delete, within UNDO_DELETE_SECONDS; later, it says so and changes nothing."""
+    try:
+        conversation = actions.restore_conversation(request.user, conversation_id)
+    except actions.UndoExpired as exc:
+        return _sidebar_changed(request, sidebar.Notice(exc.reason, error=True))
+    except ActionError as exc:
+        return _plain(exc.reason, status=404)
+    notice = sidebar.Notice(f"Restored “{conversation.title}”.")
+    if request.htmx:
+        return _sidebar_changed(request, notice)
+    flash.success(request, notice.text)
+    return redirect("conversation", conversation_id=conversation.pk)
+
+
+def _deleted_notice(deleted: dict, *, reopen: bool) -> sidebar.Notice:
+    title = deleted["title"]
+    return sidebar.Notice(
+        f"Deleted “{title}”.",
+        pk=deleted["pk"],
+        undo_url=reverse("conversation-restore", args=[deleted["pk"]]),
+        undo_label=f"Undo deleting “{title}”",
+        reopen=reopen,
+    )
+
+
+def _sidebar_changed(request: HttpRequest, notice: sidebar.Notice) -> HttpResponse:
+    if not request.htmx:
+        (flash.error if notice.error else flash.success)(request, notice.text)
+        return redirect(_back(request) or "home")
+    view = sidebar.view_of(request.POST.get("view"))
+    context = {
+        "sidebar": sidebar.page(
+            request.user, view=view, size=sidebar.shown(request.POST.get("shown"))
+        ),
+        "current_id": _number(request.POST.get("current")),
+        "notice": notice,
+        "back": _back(request),
+    }
+    return render(request, "chat/sidebar.html#changed", context)
+
+
+def _back(request: HttpRequest) -> str | None:
+    """The page the sidebar is on: where a plain form returns to, and the `next` its forms
+    carry. Only a path on this site."""
+    if request.method == "POST":
+        url = request.POST.get("next")
+    elif request.htmx:
+        url = request.htmx.current_url_abs_path
+    else:
+        url = request.get_full_path()
+    safe = url and url_has_allowed_host_and_scheme(
+        url, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    )
+    return url if safe else None
+
+
+def _plain(text: str, *, status: int) -> HttpResponse:
+    # htmx puts a refusal's text in the sidebar's notice (sidebar.js); a plain form shows it as is.
+    return HttpResponse(text, status=status, content_type="text/plain; charset=utf-8")
 
 
 @login_required
@@ -213,42 +382,26 @@ def message_pin(request: HttpRequest, message_id: int) -> HttpResponse:
 @require_GET
 def conversation_export(request: HttpRequest, conversation_id: int) -> JsonResponse:
     conversation = _owned(request, conversation_id)
-    state = load_window(conversation)
-    data = {
-        "id": conversation.pk,
-        "title": conversation.title,
-        "model": conversation.model,
-        "system_prompt": conversation.system_prompt,
-        "messages": [
-            {
-                "seq": m.seq,
-                "role": m.role,
-                "content": m.content,
-                "status": m.status,
-                "tokens": m.tokens,
-                "usage": m.usage,
-                "created_at": m.created_at.isoformat(),
-            }
-            for m in conversation.messages.order_by("seq").iterator()
-        ],
-        "compactions": [
-            {
-                "id": c.pk,
-                "trigger": c.trigger,
-                "pre_tokens": c.pre_tokens,
-                "post_tokens": c.post_tokens,
-                "first_kept_seq": c.first_kept_seq,
-                "summary": c.summary,
-                "summariser": c.summariser,
-                "status": c.status,
-                "created_at": c.created_at.isoformat(),
-            }
-            for c in Compaction.objects.filter(conversation=conversation).order_by("id")
-        ],
-        "window": {**state.window().as_request(), "tokens": state.tokens},
-    }
-    response = JsonResponse(data, json_dumps_params={"ensure_ascii": False})
-    response["Content-Disposition"] = f'inline; filename="conversation-{conversation.pk}.json"'
+    response = JsonResponse(
+        exports.conversation_json(conversation), json_dumps_params={"ensure_ascii": False}
+    )
+    filename = exports.filename(conversation, "json")
+    response["Content-Disposition"] = f'inline; filename="{filename}"'
+    return response
+
+
+@login_required
+@require_GET
+def conversation_export_markdown(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    """The transcript as a Markdown download, streamed as it is written (see chat/exports.py)."""
+    conversation = _owned(request, conversation_id)
+    pieces = exports.conversation_markdown(conversation)
+    response = StreamingHttpResponse(
+        exports.served_async(pieces) if isinstance(request, ASGIRequest) else pieces,
+        content_type="text/markdown; charset=utf-8",
+    )
+    filename = exports.filename(conversation, "md")
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response
 
 
