@@ -61,8 +61,15 @@ test-unit: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(PY) -m pytest -m "not browser" -q
 
+# axe-core (package.json, pinned in package-lock.json) is injected into pages by the
+# accessibility test; `npm ci` installs exactly the locked version when node_modules is missing
+# or older than the lock file. Node's own copy of the lock in node_modules marks the install.
 test-browser: $(STAMP)
 	@if [ -x "$${CHROMIUM:-/usr/bin/chromium}" ]; then \
+	  if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then \
+	    command -v npm >/dev/null || { echo "npm is needed for the accessibility test (axe-core): install Node.js 18+" >&2; exit 1; }; \
+	    npm ci --no-audit --no-fund && touch node_modules/.package-lock.json || exit 1; \
+	  fi; \
 	  $(PY) -m pytest -m browser -q -p no:asyncio -W ignore::pytest.PytestConfigWarning; \
 	else \
 	  echo "SKIPPED browser tests: no Chromium at $${CHROMIUM:-/usr/bin/chromium} (apt-get install chromium)"; \

@@ -30,6 +30,8 @@
     if (e.target === input && e.key === "Enter" && !e.shiftKey && !e.isComposing) {
       e.preventDefault();
       if (input.value.trim()) input.form.requestSubmit();
+    } else if (e.key === "Escape" && closeMenu()) {
+      e.preventDefault(); // Esc closes an open menu first; a second Esc stops the reply
     } else if (e.key === "Escape" && document.querySelector('.message[data-status="streaming"]')) {
       e.preventDefault();
       document.getElementById("stop-form").requestSubmit();
@@ -223,5 +225,59 @@
         htmx.trigger(older, "click");
       }
     })();
+  });
+
+  // --- Keyboard and screen readers -------------------------------------------------------
+
+  // The conversation menu (a <details>) closes on Esc, and focus goes back to its toggle.
+  function closeMenu() {
+    var menu = document.querySelector("details.conversation-menu[open]");
+    if (!menu) return false;
+    menu.open = false;
+    menu.querySelector("summary").focus();
+    return true;
+  }
+
+  // The skip link focuses its target itself: following the fragment only scrolls in some
+  // browsers, and leaves "#message-input" in the address.
+  document.addEventListener("click", function (e) {
+    var link = e.target.closest("a.skip-link");
+    if (!link) return;
+    var target = document.getElementById(link.getAttribute("href").slice(1));
+    if (!target) return;
+    e.preventDefault();
+    target.focus();
+    target.scrollIntoView({ block: "nearest" });
+  });
+
+  // The transcript is a log: screen readers read a reply when its finished bubble replaces the
+  // streaming one (which is aria-busy meanwhile). That a reply started is said once, here.
+  var replying = false;
+  function announceReply() {
+    var now = !!document.querySelector('#transcript .message[data-status="streaming"]');
+    if (now === replying) return;
+    replying = now;
+    var status = document.getElementById("reply-status");
+    if (status) status.textContent = now ? "The assistant is replying. Press Escape to stop." : "";
+  }
+  document.addEventListener("htmx:wsAfterMessage", announceReply);
+  document.addEventListener("DOMContentLoaded", function () {
+    replying = !!document.querySelector('#transcript .message[data-status="streaming"]');
+  });
+
+  // "Load older messages" keeps the focus: htmx moves it to the next page's button (same id);
+  // after the oldest page there is none, so it goes to the oldest message, to read on from.
+  var loadingOlder = false;
+  document.addEventListener("htmx:beforeRequest", function (e) {
+    if (e.detail.elt && e.detail.elt.id === "load-older") loadingOlder = document.activeElement === e.detail.elt;
+  });
+  document.addEventListener("htmx:afterSettle", function () {
+    if (!loadingOlder) return;
+    loadingOlder = false;
+    if (document.activeElement && document.activeElement !== document.body) return;
+    var first = document.querySelector("#transcript .message, #transcript .divider > summary");
+    if (!first) return;
+    if (first.tagName === "ARTICLE") first.setAttribute("tabindex", "-1");
+    first.focus();
   });
 })();
