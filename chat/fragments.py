@@ -11,8 +11,9 @@ from django.utils.html import escape
 from compaction.loading import Panel
 from compaction.models import Compaction
 
+from .branches import Versions
 from .models import Conversation, Message
-from .transcript import Item
+from .transcript import Item, Page
 
 PAGE = "chat/conversation.html"
 
@@ -25,26 +26,37 @@ def message(item: Item, *, oob: str = "") -> str:
     return _part("message", {"item": item, "oob": oob})
 
 
-def appended_message(msg: Message, *, queued: bool = False) -> str:
+def appended_message(
+    msg: Message, *, queued: bool = False, versions: Versions | None = None
+) -> str:
     return (
         '<div hx-swap-oob="beforeend:#transcript">'
-        + message(Item(kind="message", message=msg, queued=queued))
+        + message(Item(kind="message", message=msg, queued=queued, versions=versions))
         + "</div>"
     )
 
 
-def replaced_message(msg: Message) -> str:
+def replaced_message(msg: Message, versions: Versions | None = None) -> str:
     """A message that was queued or streaming, so never pinned (pinning waits for the end)."""
-    return message(Item(kind="message", message=msg), oob="outerHTML")
+    return message(Item(kind="message", message=msg, versions=versions), oob="outerHTML")
 
 
-def started(reply: Message) -> str:
+def started(reply: Message, versions: Versions | None = None) -> str:
     """A reply begins: the message it answers is no longer queued, and the reply's bubble
     appears right under it (messages queued after it are already below it)."""
     return (
-        f'<span id="queued-{reply.seq - 1}" hx-swap-oob="delete"></span>'
-        f'<div hx-swap-oob="afterend:#msg-{reply.seq - 1}">'
-        + message(Item(kind="message", message=reply))
+        f'<span id="queued-{reply.parent}" hx-swap-oob="delete"></span>'
+        f'<div hx-swap-oob="afterend:#msg-{reply.parent}">'
+        + message(Item(kind="message", message=reply, versions=versions))
+        + "</div>"
+    )
+
+
+def branch(page: Page, conversation: Conversation) -> str:
+    """The transcript replaced by another branch's newest page (a version made or chosen)."""
+    return (
+        '<div hx-swap-oob="innerHTML:#transcript">'
+        + _part("older", {"page": page, "conversation": conversation})
         + "</div>"
     )
 
@@ -80,9 +92,13 @@ def figures(panel: Panel) -> str:
     return _part("figures", {"ctx": panel, "figures_oob": True})
 
 
-def compaction_outcome(row: Compaction, panel: Panel, conversation: Conversation) -> str:
-    """Everything a tab must change after a compaction was committed, drafted, failed or undone."""
-    parts = []
+def compaction_outcome(
+    row: Compaction, panel: Panel, conversation: Conversation, *, note: str = ""
+) -> str:
+    """Everything a tab must change after a compaction was committed, drafted, failed or undone.
+    `note`: an info notice that replaces the notice shown (what became of a reviewed draft, or
+    why nothing changed), in place of the default one."""
+    parts = [notice(note, "info")] if note else []
     if row.status == Compaction.Status.COMMITTED:
         parts.append(
             f'<div hx-swap-oob="beforebegin:#msg-{row.divider_seq}">'
@@ -96,8 +112,9 @@ def compaction_outcome(row: Compaction, panel: Panel, conversation: Conversation
         parts.append(_part("review", {"draft": row, "oob": True}))
     elif row.status == Compaction.Status.DISCARDED:
         parts.append(_part("review", {"draft": None, "oob": True}))
-        parts.append(notice("Draft summary discarded; the window is unchanged.", "info"))
-    elif row.status == Compaction.Status.FAILED:
+        if not note:
+            parts.append(notice("Draft summary discarded; the window is unchanged.", "info"))
+    elif row.status == Compaction.Status.FAILED and not note:
         parts.append(notice(f"Compaction failed: {row.error}"))
     parts.append(context_panel(panel, conversation))
     return "".join(parts)

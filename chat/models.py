@@ -16,6 +16,7 @@ from django.db import models
 from django.db.models import F
 from django.db.models.functions import Coalesce
 
+from chat.branches import parent_of
 from compaction.entries import Entry
 from search.text import searchable_text
 
@@ -105,7 +106,15 @@ class Conversation(UsageColumns):
 
     class Meta:
         ordering = ["-updated_at"]
-        indexes = [models.Index(fields=["owner", "deleted_at", "-updated_at"])]
+        indexes = [
+            models.Index(fields=["owner", "deleted_at", "-updated_at"]),
+            # The sidebar's keyset pages (chat/sidebar.py): listed or archived, pinned or not,
+            # then in the list's order, so each page is one range of the index, ties included.
+            models.Index(
+                fields=["owner", "deleted_at", "archived_at", "pinned_at", "-updated_at", "-id"],
+                name="conversation_sidebar",
+            ),
+        ]
 
     def __str__(self) -> str:
         return self.title
@@ -196,6 +205,10 @@ class Message(UsageColumns):
     @property
     def text(self) -> str:
         return "\n".join(b.get("text", "") for b in self.content if b.get("type") == "text")
+
+    @property
+    def parent(self) -> int:
+        return parent_of(self.seq, self.parent_seq)
 
     def to_entry(self, pinned: bool = False) -> Entry:
         return Entry(

@@ -18,6 +18,7 @@ from django.db import connection
 from django.utils import timezone
 
 import providers
+from chat.branches import on_branch
 from chat.models import USAGE_COLUMNS, Conversation, Message
 from providers.prices import cost
 
@@ -75,7 +76,10 @@ class WindowState:
 
 
 def budget_for(model: str) -> Budget:
-    total = settings.CONTEXT_BUDGET_TOKENS or providers.capabilities(model).context_window
+    """The budget of a conversation on `model`: its total follows the model (its "context" in
+    CHAT_MODELS, else CONTEXT_BUDGET_TOKENS, else the provider's window), so the meter, the
+    threshold and the cut all follow the conversation's own model."""
+    total = providers.context_budget(model)
     return Budget(
         total=total,
         auto_at=settings.AUTO_COMPACT_AT,
@@ -98,14 +102,21 @@ def build_state(
     boundary: Compaction | None,
     rows: list[Row],
     before_seq: int | None = None,
+    leaf: int | None = None,
 ) -> WindowState:
     """The window over loaded rows (no queries), for the reply numbered `before_seq` (None: the
-    next request). Rows it does not carry are skipped, so callers may pass a superset: newer or
-    unsettled messages, messages still queued, or those before the cut that are not pinned."""
+    next request), along the branch ending at `leaf` (None: at the newest row). Rows it does
+    not carry are skipped, so callers may pass a superset: newer or unsettled messages, messages
+    still queued, other versions, or those before the cut that are not pinned."""
     first_kept = boundary.first_kept_seq if boundary else 1
+    if rows:
+        parents = {r.seq: r.parent for r in rows if r.seq >= first_kept}
+        end = max(parents, default=0) if leaf is None else leaf
+        branch = set(on_branch(parents, end, first_kept))
+        rows = [r for r in rows if r.seq in branch or r.seq < first_kept]
     # A message whose reply waits in the queue is not in any window yet (it can still be
     # cancelled): only the one the window is built for answers to its own reply.
-    waiting = {r.seq - 1 for r in rows if r.status == QUEUED and r.seq != before_seq}
+    waiting = {r.parent for r in rows if r.status == QUEUED and r.seq != before_seq}
     rows = [
         r
         for r in rows
@@ -166,10 +177,20 @@ def load_window(conversation: Conversation, before_seq: int | None = None) -> Wi
 
 
 def state_of(
-    conversation: Conversation, seen: Snapshot, *, before_seq: int | None = None
+    conversation: Conversation,
+    seen: Snapshot,
+    *,
+    before_seq: int | None = None,
+    leaf: int | None = None,
 ) -> WindowState:
+    """The window along the branch on screen, or the one ending at `leaf`."""
     return build_state(
-        conversation.system_prompt, conversation.model, seen.boundary, seen.rows, before_seq
+        conversation.system_prompt,
+        conversation.model,
+        seen.boundary,
+        seen.rows,
+        before_seq,
+        leaf=conversation.leaf_seq if leaf is None else leaf,
     )
 
 

@@ -115,6 +115,55 @@ def env_mcp_servers(name: str) -> dict[str, dict]:
     return servers
 
 
+MODEL_KEYS = {"id", "label", "context"}
+
+
+def env_models(name: str) -> list[dict]:
+    """The models people may pick, as JSON: [{"id": "claude-sonnet-5", "label": "Claude Sonnet
+    5", "context": 200000}, ...]. Only "id" is required; "label" defaults to the id and
+    "context" (the window's budget in tokens) to CONTEXT_BUDGET_TOKENS or the provider's own
+    window. Returned normalised, in the order given (the picker's order)."""
+    raw = env_str(name).strip()
+    if not raw:
+        return []
+    example = '[{"id": "claude-sonnet-5", "label": "Claude Sonnet 5", "context": 200000}]'
+    try:
+        models = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ImproperlyConfigured(f"{name} must be a JSON list like {example}: {exc}") from None
+    if not isinstance(models, list) or not models:
+        raise ImproperlyConfigured(f"{name} must be a non-empty JSON list like {example}")
+    parsed: list[dict] = []
+    for number, model in enumerate(models, start=1):
+        where = f"{name}: model {number}"
+        if not isinstance(model, dict):
+            raise ImproperlyConfigured(f'{where} must be an object with at least an "id"')
+        unknown = sorted(set(model) - MODEL_KEYS)
+        if unknown:
+            raise ImproperlyConfigured(
+                f"{where} has unknown keys {', '.join(unknown)} (known: id, label, context)"
+            )
+        model_id = model.get("id")
+        # The id is stored on each conversation (a 100-character column).
+        if not isinstance(model_id, str) or not re.fullmatch(r"\S{1,100}", model_id):
+            raise ImproperlyConfigured(f'{where} needs an "id": 1-100 characters, no spaces')
+        where = f"{name}: model {model_id!r}"
+        if any(m["id"] == model_id for m in parsed):
+            raise ImproperlyConfigured(f"{where} is listed twice")
+        label = model.get("label", model_id)
+        if not isinstance(label, str) or not 1 <= len(label.strip()) <= 100:
+            raise ImproperlyConfigured(f'{where}: "label" must be text of 1-100 characters')
+        context = model.get("context")
+        if context is not None and (
+            isinstance(context, bool) or not isinstance(context, int) or context < 1
+        ):
+            raise ImproperlyConfigured(
+                f'{where}: "context" must be a whole number of tokens, got {context!r}'
+            )
+        parsed.append({"id": model_id, "label": label.strip(), "context": context})
+    return parsed
+
+
 DEBUG = env_bool("DJANGO_DEBUG", False)
 
 SECRET_KEY = env_str("DJANGO_SECRET_KEY")
@@ -329,6 +378,19 @@ LLM_PROVIDER = env_str("LLM_PROVIDER").strip().lower()
 if LLM_PROVIDER not in {"", "anthropic", "demo"}:
     raise ImproperlyConfigured(f"LLM_PROVIDER must be anthropic or demo, got {LLM_PROVIDER!r}")
 CHAT_MODEL = env_str("CHAT_MODEL", "claude-sonnet-5")
+# The models a new conversation may pick (providers.available_models), each with its window's
+# budget. Unset: CHAT_MODEL alone. Set: CHAT_MODEL (the picker's default) must be one of them,
+# and defaults to the first. With no API key or base URL the offline demo is the only choice.
+CHAT_MODELS = env_models("CHAT_MODELS")
+if not CHAT_MODELS:
+    CHAT_MODELS = [{"id": CHAT_MODEL, "label": CHAT_MODEL, "context": None}]
+elif not env_str("CHAT_MODEL"):
+    CHAT_MODEL = CHAT_MODELS[0]["id"]
+elif CHAT_MODEL not in [m["id"] for m in CHAT_MODELS]:
+    raise ImproperlyConfigured(
+        f"CHAT_MODEL ({CHAT_MODEL!r}) must be one of the ids in CHAT_MODELS "
+        f"({', '.join(m['id'] for m in CHAT_MODELS)}), or left unset to default to the first"
+    )
 CHAT_MAX_TOKENS = env_int("CHAT_MAX_TOKENS", 4096)
 LLM_TIMEOUT_SECONDS = env_int("LLM_TIMEOUT_SECONDS", 120)
 # Dollars per million tokens [input, output] by model-name prefix (providers/prices.py); cache
@@ -391,9 +453,14 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = 5_000_000
 DEFAULT_SYSTEM_PROMPT = env_str("DEFAULT_SYSTEM_PROMPT", "You are a helpful assistant.")
 # How many messages the chat page renders at first; older ones load on demand.
 PAGE_MESSAGES = env_int("PAGE_MESSAGES", 60)
+# A deleted conversation can be restored ("Undo" in the sidebar) for this long; after it, it
+# stays deleted (its rows stay either way: the transcript is append-only).
+UNDO_DELETE_SECONDS = env_int("UNDO_DELETE_SECONDS", 300)
 
 # --- History management ------------------------------------------------------------------
-# Empty: sized for the model (see compaction.tokens.default_budget).
+# The window's budget of every model without a "context" of its own in CHAT_MODELS (which
+# wins: it is the more specific setting). Empty: the provider's own window for the model
+# (providers.context_budget).
 CONTEXT_BUDGET_TOKENS = env_int("CONTEXT_BUDGET_TOKENS", 0, minimum=0)
 AUTO_COMPACT_AT = env_fraction("AUTO_COMPACT_AT", 0.6)
 KEEP_TAIL_SHARE = env_fraction("KEEP_TAIL_SHARE", 0.25)

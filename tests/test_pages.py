@@ -63,13 +63,15 @@ def test_export_json_has_the_documented_shape_and_the_exact_window(client, alice
         "title",
         "model",
         "system_prompt",
+        "branch_end",
         "messages",
         "compactions",
         "window",
     }
     assert [m["seq"] for m in data["messages"]] == list(range(1, 9))
+    assert data["branch_end"] == 8 and all(m["on_branch"] for m in data["messages"])
     assert set(data["messages"][0]) == {
-        "seq", "role", "content", "status", "tokens", "usage", "created_at"
+        "seq", "parent", "on_branch", "role", "content", "status", "tokens", "usage", "created_at"
     }  # fmt: skip
     (boundary,) = data["compactions"]
     assert set(boundary) == {

@@ -50,7 +50,14 @@ SERVER_ENV = {
     "LOG_LEVEL": "WARNING",
 }
 # Set by CI for the other suite; must not reach this server.
-LEAKY_ENV = ["REDIS_URL", "DATABASE_URL", "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL", "CHAT_MODEL"]
+LEAKY_ENV = [
+    "REDIS_URL",
+    "DATABASE_URL",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_BASE_URL",
+    "CHAT_MODEL",
+    "CHAT_MODELS",
+]
 
 
 def _free_port() -> int:
