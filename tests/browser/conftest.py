@@ -48,6 +48,10 @@ SERVER_ENV = {
     "KEEP_TAIL_SHARE": "0.1",
     "DJANGO_SETTINGS_MODULE": "config.settings",
     "LOG_LEVEL": "WARNING",
+    # The UI under test, not the abuse limits (tests/test_limits.py): a module's user may have
+    # replies still streaming in conversations an earlier test left.
+    "REPLIES_AT_ONCE": "20",
+    "SENDS_PER_MINUTE": "1000",
 }
 # Set by CI for the other suite; must not reach this server.
 LEAKY_ENV = [

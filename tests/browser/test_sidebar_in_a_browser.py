@@ -157,6 +157,8 @@ def test_pin_archive_delete_and_undo_from_the_sidebar(user_page, server):
     page.locator(f"#sidebar-row-{bravo} summary").click()
     page.get_by_role("button", name="Delete “Bravo”").click()
     expect(page.locator("#sidebar-notice")).to_contain_text("Deleted “Bravo”.")
+    # The page puts the focus on the Undo once the list is drawn: only then take it away.
+    expect(page.get_by_role("button", name="Undo deleting “Bravo”")).to_be_focused()
     page.mouse.move(900, 500)
     page.locator("#message-input").focus()
     expect(page.locator("#sidebar-notice")).to_be_empty(timeout=15_000)
