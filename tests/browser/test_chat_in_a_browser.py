@@ -315,15 +315,30 @@ def test_a_second_tab_sees_the_reply_stream(chat, user_context):
 def test_screenshot_for_the_readme(browser, server):
     out = ROOT / "screenshots"
     out.mkdir(exist_ok=True)
-    shots = [out / "chat.png", out / "chat-mobile.png", out / "model-view.png"]
+    shots = [
+        out / "chat.png",
+        out / "chat-mobile.png",
+        out / "model-view.png",
+        out / "versions.png",
+    ]
     for shot in shots:
         shot.unlink(missing_ok=True)
     context = new_context(browser)
     try:
         page = context.new_page()
         page.set_viewport_size({"width": 1400, "height": 900})
-        # A user of its own, so the sidebar shows one conversation and a stable name.
+        # A user of its own, so the sidebar shows a stable name and only these conversations.
         signup(page, server, "alice")
+        for title in ["Reading list", "Trip to Lisbon"]:
+            new_conversation(page)
+            page.fill("input[name=title]", title)
+            page.get_by_role("button", name="Rename").click()
+            page.wait_for_load_state()
+        page.locator("#sidebar-conversations .sidebar-row summary").first.click()
+        page.get_by_role("button", name="Pin “Trip to Lisbon”").click()
+        expect(page.locator("#sidebar-conversations .sidebar-row > a").first).to_have_text(
+            "Trip to Lisbon"
+        )
         new_conversation(page)
         page.fill("input[name=title]", "Launch planning")
         page.get_by_role("button", name="Rename").click()
@@ -359,6 +374,17 @@ def test_screenshot_for_the_readme(browser, server):
         expect(page.locator("#model-view .window-message").first).to_contain_text(SUMMARY_INTRO)
         page.evaluate("window.scrollTo(0, 0)")
         page.screenshot(path=shots[2])
+
+        # Versions: the last reply asked again, "‹ 2 / 2 ›" on it; the sidebar's groups.
+        page.click("#show-everything")
+        page.locator("#transcript .message.assistant").last.get_by_role(
+            "button", name="Regenerate"
+        ).click()
+        expect(page.locator("#transcript .version-count")).to_have_text("2 / 2")
+        expect(page.locator('#transcript .message[data-status="streaming"]')).to_have_count(0)
+        page.locator("#transcript .message.user").last.get_by_text("Edit", exact=True).click()
+        page.locator("#transcript .message.user").last.scroll_into_view_if_needed()
+        page.screenshot(path=shots[3])
     finally:
         context.close()
     for shot in shots:
