@@ -286,10 +286,13 @@ def claim_next(conversation_id: int, *, compact: bool = True) -> Claim:
 
 
 def _claim_oldest(conversation: Conversation, seen: Snapshot, *, compact: bool) -> Step:
+    # What it answers: the message sent with it, or, for a reply asked again, an older one.
+    parent = next((r.parent for r in seen.rows if r.seq == seen.next_queued_seq), None)
     reply = Message(
         pk=seen.next_queued_id,
         conversation=conversation,
         seq=seen.next_queued_seq,
+        parent_seq=parent,
         role=Message.Role.ASSISTANT,
         content=[],
         status=Message.Status.QUEUED,

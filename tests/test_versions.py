@@ -372,3 +372,28 @@ def test_export_md_marks_the_versions_off_the_branch(client, alice, conversation
     assert "it follows #2." in text  # message 3, the one edited
     edited = text.split("#5")[1]
     assert "Another version" not in edited.split("###")[0]  # on the branch: no note
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("channel_layer")
+async def test_a_reply_asked_again_after_making_room_shows_under_its_message(
+    alice, conversation, fake_llm, settings
+):
+    settings.CONTEXT_BUDGET_TOKENS = 20_000
+    ws = socket_for(alice, conversation.pk)
+    await ws.connect()
+    for n in range(1, 5):
+        fake_llm.enqueue([f"Reply {n}: " + "noted " * 60])
+        await turn(ws, conversation, f"Turn {n} " + "word " * 120, 2 * n)
+    # A smaller budget now: asked again, the last reply's window no longer fits as it is.
+    settings.CONTEXT_BUDGET_TOKENS = 1_000
+    fake_llm.enqueue_text("<summary>## Primary request and intent\nFour turns of words.</summary>")
+    fake_llm.enqueue(["Again, in brief."])
+    await ws.send_to(text_data=frame("reply_again", message=8))
+    frames = await receive_until(ws, shows(9, "complete"))
+    await settle(conversation.pk)
+    joined = "".join(frames)
+    assert "Compacted" in joined  # room was made first
+    assert 'afterend:#msg-7"' in joined  # then the new version streamed under its message
+    assert (await Message.objects.aget(conversation=conversation, seq=9)).parent == 7
+    await ws.disconnect()
