@@ -41,13 +41,14 @@ class MessageInline(ReadOnlyMixin, admin.TabularInline):
     def follows(self, obj: Message) -> str:
         return f"#{obj.parent}" if obj.parent else "-"
 
+    def get_formset(self, request, obj=None, **kwargs):
+        # The branch is read once for the page (inline instances live for one request).
+        self.branch = current_branch(obj) if obj is not None else set()
+        return super().get_formset(request, obj, **kwargs)
+
     @admin.display(description="On the branch", boolean=True)
     def on_branch(self, obj: Message) -> bool:
-        # The inline's rows share their conversation instance: the branch is read once.
-        conversation = obj.conversation
-        if not hasattr(conversation, "_branch"):
-            conversation._branch = current_branch(conversation)
-        return obj.seq in conversation._branch
+        return obj.seq in self.branch
 
 
 @admin.register(Conversation)

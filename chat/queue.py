@@ -225,6 +225,7 @@ def switch_version(user, conversation_id, seq, to) -> Conversation:
         chosen = next((r for r in seen.rows if r.seq == to), None)
         if (
             chosen is None
+            or chosen.seq < first_kept  # compacted: read-only
             or chosen.parent != target.parent
             or chosen.role != target.role
             or chosen.status == Message.Status.CANCELLED
@@ -243,7 +244,7 @@ def _version_target(user, conversation_id, seq):
         seq = int(seq)
     except (TypeError, ValueError):
         raise ActionError("Say which message.") from None
-    conversation = _lock(conversation_id, user, touch=False)
+    conversation = _lock(conversation_id, user, touch=False, count_streaming_elsewhere=True)
     if conversation is None:
         raise ActionError("That conversation does not exist.")
     seen = read_snapshot(conversation.pk)
@@ -252,6 +253,19 @@ def _version_target(user, conversation_id, seq):
         raise ActionError(
             "Wait for the reply in progress to end (or stop it), then try again: versions are "
             "made one at a time."
+        )
+    if seen.has_draft:
+        # The draft summarises the branch on screen: approved after a fork, it would fold away
+        # a branch the user had left.
+        raise ActionError(
+            "A draft summary is waiting for your review: approve or discard it first, then "
+            "make a new version or switch."
+        )
+    if conversation.streaming_elsewhere >= settings.REPLIES_AT_ONCE:
+        raise ActionError(
+            f"You have {conversation.streaming_elsewhere} replies streaming in other "
+            f"conversations; the limit is {settings.REPLIES_AT_ONCE} at once. Try again when "
+            "one of them has finished."
         )
     first_kept = seen.boundary.first_kept_seq if seen.boundary else 1
     parents = {r.seq: r.parent for r in seen.rows if r.seq >= first_kept}
@@ -646,7 +660,9 @@ def title_from(text: str) -> str:
 
 
 def cancel(user, conversation_id, seq) -> Message:
-    """Take back a queued message: its reply and itself become `cancelled`, never sent."""
+    """Take back a queued message: its reply and itself become `cancelled`, never sent. For a
+    reply asked again (a version), only the reply is taken back: its message was sent long ago.
+    A version taken back before anything followed it gives the screen back to the one before."""
     try:
         seq, conversation_id = int(seq), int(conversation_id)
     except (TypeError, ValueError):
@@ -654,21 +670,57 @@ def cancel(user, conversation_id, seq) -> Message:
     with transaction.atomic():
         # The conversation's lock, as a claim takes it: a message is taken back or sent, never
         # both.
-        if Conversation.objects.owned_by(user).locked(conversation_id) is None:
+        conversation = Conversation.objects.owned_by(user).locked(conversation_id)
+        if conversation is None:
             raise ActionError("That message does not exist.")
         message = Message.objects.filter(
             conversation_id=conversation_id, seq=seq, role=Message.Role.USER
         ).first()
         if message is None:
             raise ActionError("That message does not exist.")
-        taken_back = Message.objects.filter(
-            conversation_id=message.conversation_id, seq=seq + 1, status=Message.Status.QUEUED
-        ).update(status=Message.Status.CANCELLED, updated_at=timezone.now())
-        if not taken_back:
+        reply = (
+            Message.objects.filter(
+                Q(parent_seq=seq) | Q(parent_seq__isnull=True, seq=seq + 1),
+                conversation_id=conversation_id,
+                role=Message.Role.ASSISTANT,
+                status=Message.Status.QUEUED,
+            )
+            .only("pk", "seq")
+            .first()
+        )
+        if reply is None:
             raise ActionError("That message was already sent; it can no longer be taken back.")
-        message.status = Message.Status.CANCELLED
-        message.save(update_fields=["status", "updated_at"])
+        now = timezone.now()
+        Message.objects.filter(pk=reply.pk).update(status=Message.Status.CANCELLED, updated_at=now)
+        sent_with_it = reply.seq == seq + 1
+        if sent_with_it:
+            message.status = Message.Status.CANCELLED
+            message.save(update_fields=["status", "updated_at"])
+        _back_to_earlier_version(conversation, message if sent_with_it else reply)
     return message
+
+
+def _back_to_earlier_version(conversation: Conversation, taken_back: Message) -> None:
+    """If the message taken back was a version with nothing after it, show the newest version
+    before it again (else its branch would end on a message that was never sent)."""
+    seen = read_snapshot(conversation.pk)
+    if seen.last_seq != taken_back.seq + (taken_back.role == Message.Role.USER):
+        return  # something was sent after it: the branch goes on from there
+    first_kept = seen.boundary.first_kept_seq if seen.boundary else 1
+    parent = next((r.parent for r in seen.rows if r.seq == taken_back.seq), None)
+    earlier = [
+        r.seq
+        for r in seen.rows
+        if r.seq >= first_kept
+        and r.parent == parent
+        and r.role == taken_back.role
+        and r.status in SETTLED
+    ]
+    if earlier:
+        parents = {r.seq: r.parent for r in seen.rows if r.seq >= first_kept}
+        Conversation.objects.filter(pk=conversation.pk).update(
+            leaf_seq=newest_end(parents, max(earlier))
+        )
 
 
 def delete(user, conversation_id: int) -> None:

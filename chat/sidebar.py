@@ -63,7 +63,10 @@ class Cursor:
         kind, micros, pk = value.split(".")
         if kind not in ("p", "u"):
             raise ValueError(f"not a sidebar cursor: {value!r}")
-        return cls(kind == "p", _EPOCH + int(micros) * _MICROSECOND, int(pk))
+        try:
+            return cls(kind == "p", _EPOCH + int(micros) * _MICROSECOND, int(pk))
+        except OverflowError:
+            raise ValueError(f"not a sidebar cursor: {value!r}") from None
 
 
 @dataclass(frozen=True)

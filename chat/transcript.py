@@ -150,7 +150,7 @@ def _versions(
         return {}
     parents = {m.parent for m in shown}
     rows = (
-        conversation.messages.filter(seq__gte=kept_from)
+        conversation.messages.filter(seq__gte=max(kept_from, min(parents) + 1))
         .filter(
             Q(parent_seq__in=parents) | Q(parent_seq__isnull=True, seq__in=[p + 1 for p in parents])
         )

@@ -182,8 +182,8 @@ def _approve(user, conversation_id, compaction_id, summary) -> Compaction:
         raise CompactionRefused("An approved summary cannot be empty.")
     edited = summary != draft.summary.strip()
     post_tokens = draft.post_tokens
+    state = load_window(draft.conversation)  # versions wait while a draft does: still its branch
     if edited:
-        state = load_window(draft.conversation)
         post_tokens = run.post_tokens(state, summary, draft.first_kept_seq)
         if post_tokens >= state.tokens:
             raise CompactionRefused(
@@ -198,6 +198,7 @@ def _approve(user, conversation_id, compaction_id, summary) -> Compaction:
             edited=edited,
             post_tokens=post_tokens,
         )
+        run.unpin_abandoned(draft.conversation_id, state, approved.first_kept_seq)
         _record(approved, Review.Action.EDITED if edited else Review.Action.APPROVED, user)
     return approved
 

@@ -21,7 +21,7 @@ from django.utils import timezone
 import providers
 from chat import db
 from chat.clean import scrubbed
-from chat.models import USAGE_COLUMNS, Conversation, Message
+from chat.models import USAGE_COLUMNS, Conversation, Message, Pin
 from providers.values import Request, Usage
 from tools import registry
 
@@ -329,6 +329,16 @@ def post_tokens(state: WindowState, summary: str, cut: int) -> int:
     return head_tokens(state.system, summary, pinned) + sum(e.tokens for e in kept)
 
 
+def unpin_abandoned(conversation_id: int, state: WindowState, first_kept: int) -> None:
+    """A boundary at `first_kept` folds the branch before it for good: pins on other versions
+    there (off the branch, so never shown again, nor unpinnable) must not ride in the window."""
+    low = state.boundary.first_kept_seq if state.boundary else 1
+    kept = {e.seq for e in state.entries}
+    Pin.objects.filter(
+        conversation_id=conversation_id, message__seq__gte=low, message__seq__lt=first_kept
+    ).exclude(message__seq__in=kept).delete()
+
+
 def close(opened: Opened, result: brief.SummaryResult, duration_ms: int, *, review: bool):
     row = opened.row
     row.summary = scrubbed(result.summary)  # model output: stored and shown, never refused
@@ -370,6 +380,8 @@ def close(opened: Opened, result: brief.SummaryResult, duration_ms: int, *, revi
             return Compaction.objects.get(pk=row.pk)  # recovered as stale meanwhile
         if row.usage:
             Conversation.objects.add_spent(opened.conversation_id, row.usage)
+        if row.status == Compaction.Status.COMMITTED:
+            unpin_abandoned(opened.conversation_id, opened.state, row.first_kept_seq)
         if row.trigger == Compaction.Trigger.AUTO:
             _count_auto_outcome(opened.conversation_id, row.status == Compaction.Status.FAILED)
     return row

@@ -397,3 +397,97 @@ async def test_a_reply_asked_again_after_making_room_shows_under_its_message(
     assert 'afterend:#msg-7"' in joined  # then the new version streamed under its message
     assert (await Message.objects.aget(conversation=conversation, seq=9)).parent == 7
     await ws.disconnect()
+
+
+async def _four_long_turns(ws, conversation, fake_llm, settings) -> None:
+    settings.CONTEXT_BUDGET_TOKENS = 20_000
+    for n in range(1, 5):
+        fake_llm.enqueue([f"Reply {n}: " + "noted " * 60])
+        await turn(ws, conversation, f"Turn {n} " + "word " * 120, 2 * n)
+    settings.CONTEXT_BUDGET_TOKENS = 1_000  # a version now waits for a compaction first
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("channel_layer")
+@pytest.mark.parametrize("action", ["reply_again", "edit"])
+async def test_a_version_taken_back_while_queued_gives_the_earlier_one_back(
+    alice, conversation, fake_llm, settings, action
+):
+    import asyncio
+
+    ws = socket_for(alice, conversation.pk)
+    await ws.connect()
+    await _four_long_turns(ws, conversation, fake_llm, settings)
+    gate = asyncio.Event()
+    fake_llm.enqueue_text("<summary>## Primary request\nWords.</summary>", gate=gate, gate_at=0)
+    if action == "edit":
+        await ws.send_to(text_data=frame("edit", message=7, text="Turn 4, shorter."))
+        cancel = 9  # the edited message, with its reply 10
+    else:
+        await ws.send_to(text_data=frame("reply_again", message=8))
+        cancel = 7  # shown as queued: the message the new reply answers
+    await receive_until(ws, lambda f: "Compacting" in f)
+    await ws.send_to(text_data=frame("cancel", message=cancel))
+    await receive_until(ws, lambda f: f'id="msg-{cancel}"' in f)
+    gate.set()
+    await settle(conversation.pk)
+    statuses = {m.seq: m.status async for m in Message.objects.filter(conversation=conversation)}
+    if action == "edit":
+        assert (statuses[9], statuses[10]) == ("cancelled", "cancelled")
+    else:
+        assert (statuses[7], statuses[9]) == ("complete", "cancelled")
+    # The branch on screen is the one before the version again, ending at reply 8.
+    assert (await Conversation.objects.aget(pk=conversation.pk)).leaf_seq == 8
+    assert shown(await page_of(conversation.pk))[-2:] == [7, 8]
+    assert len(fake_llm.calls) == 5  # four turns and the summary: the version was never sent
+    await ws.disconnect()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("channel_layer")
+async def test_versions_wait_for_a_draft_summary_to_be_reviewed(alice, conversation, fake_llm):
+    fake_llm.enqueue(["One."])
+    ws = socket_for(alice, conversation.pk)
+    await ws.connect()
+    await turn(ws, conversation, "first", 2)
+    await sync_to_async(Compaction.objects.create)(
+        conversation=conversation, trigger="manual", status="draft", first_kept_seq=1
+    )
+    await ws.send_to(text_data=frame("reply_again", message=2))
+    found = await receive_until(ws, lambda f: 'id="notice"' in f)
+    assert "draft summary is waiting for your review" in found[-1]
+    await ws.disconnect()
+
+
+@pytest.mark.django_db
+def test_a_boundary_unpins_versions_it_folds_away(conversation):
+    from chat.models import Pin
+    from compaction.run import unpin_abandoned
+
+    _edited_conversation(conversation)  # branch 1 2 5 6; 3 and 4 abandoned
+    for seq in (2, 3, 6):
+        Pin.objects.create(
+            conversation=conversation,
+            message=Message.objects.get(conversation=conversation, seq=seq),
+        )
+    state = load_window(conversation)
+    unpin_abandoned(conversation.pk, state, first_kept=6)
+    assert sorted(Pin.objects.values_list("message__seq", flat=True)) == [2, 6]
+
+
+@pytest.mark.django_db
+def test_the_admin_reads_the_branch_once_however_long_the_conversation(
+    admin_client, alice, conversation
+):
+    counts = []
+    for extra in (0, 40):
+        other = Conversation.objects.create(owner=alice, model="fake-model")
+        _edited_conversation(other)
+        Message.objects.bulk_create(
+            Message(conversation=other, seq=seq, role="user" if seq % 2 else "assistant")
+            for seq in range(7, 7 + extra)
+        )
+        with CaptureQueriesContext(connection) as queries:
+            admin_client.get(f"/admin/chat/conversation/{other.pk}/change/")
+        counts.append(len(queries))
+    assert counts[0] == counts[1]
