@@ -210,26 +210,24 @@ class UndoExpired(ActionError):
 
 def pin_conversation(user, conversation_id, pinned: bool) -> Conversation:
     """Pin to the top of the sidebar, or unpin. Pinning again keeps the first pin's time."""
-    conversation = get_conversation(user, conversation_id)
-    rows = Conversation.objects.filter(pk=conversation.pk)
-    if pinned:
-        rows.filter(pinned_at__isnull=True).update(pinned_at=timezone.now())
-    else:
-        rows.update(pinned_at=None)
-    conversation.refresh_from_db(fields=["pinned_at"])
-    return conversation
+    return _stamp(user, conversation_id, "pinned_at", pinned)
 
 
 def archive_conversation(user, conversation_id, archived: bool) -> Conversation:
     """Move out of the sidebar's list into its "Archived" one, or back. The conversation is
     untouched otherwise: it still opens by its URL, and a pin comes back with it."""
+    return _stamp(user, conversation_id, "archived_at", archived)
+
+
+def _stamp(user, conversation_id, field: str, on: bool) -> Conversation:
+    """Set the time in `field` (kept if already set), or clear it."""
     conversation = get_conversation(user, conversation_id)
     rows = Conversation.objects.filter(pk=conversation.pk)
-    if archived:
-        rows.filter(archived_at__isnull=True).update(archived_at=timezone.now())
+    if on:
+        rows.filter(**{f"{field}__isnull": True}).update(**{field: timezone.now()})
     else:
-        rows.update(archived_at=None)
-    conversation.refresh_from_db(fields=["archived_at"])
+        rows.update(**{field: None})
+    conversation.refresh_from_db(fields=[field])
     return conversation
 
 

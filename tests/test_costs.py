@@ -8,9 +8,9 @@ from django.core.exceptions import ImproperlyConfigured
 
 from chat.models import Conversation, Message
 from compaction.loading import load_spent
-from compaction.models import Compaction
 from config.settings import env_prices
 from providers.prices import cost, price_of
+from tests.transcripts import committed_boundary
 
 pytestmark = pytest.mark.django_db
 
@@ -75,11 +75,10 @@ def test_the_panel_shows_the_last_turn_and_the_conversation_in_all(client, alice
         Conversation.objects.add_spent(conversation.pk, USAGE)  # as the turn's close does
     Conversation.objects.add_spent(conversation.pk, {"input_tokens": 3_000, "output_tokens": 400})
     conversation.refresh_from_db()
-    Compaction.objects.create(
-        conversation=conversation,
+    committed_boundary(
+        conversation,
+        3,
         trigger="auto",
-        status="committed",
-        first_kept_seq=3,
         summary="Brief.",
         pre_tokens=9_000,
         post_tokens=2_500,

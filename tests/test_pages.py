@@ -5,9 +5,8 @@ from __future__ import annotations
 import pytest
 
 from chat.models import Conversation, Message
-from compaction.models import Compaction
 from compaction.window import SUMMARY_INTRO
-from tests.transcripts import add_turns
+from tests.transcripts import add_turns, committed_boundary
 
 pytestmark = pytest.mark.django_db
 
@@ -46,16 +45,7 @@ def test_the_page_says_plainly_when_the_demo_model_answers(client, alice, settin
 
 def test_export_json_has_the_documented_shape_and_the_exact_window(client, alice, conversation):
     add_turns(conversation, 4)
-    Compaction.objects.create(
-        conversation=conversation,
-        trigger="manual",
-        status="committed",
-        first_kept_seq=5,
-        summary="## Primary request and intent\nTest the export.",
-        pre_tokens=900,
-        post_tokens=300,
-        summariser="model",
-    )
+    committed_boundary(conversation, 5, summary="## Primary request and intent\nTest the export.")
     client.force_login(alice)
     data = client.get(f"/conversations/{conversation.pk}/export.json").json()
     assert set(data) == {
@@ -100,14 +90,12 @@ def test_pinning_marks_the_message_and_unpinning_clears_it(client, alice, conver
 
 def test_the_model_view_shows_exactly_the_window(client, alice, conversation):
     add_turns(conversation, 3)
-    Compaction.objects.create(
-        conversation=conversation,
+    committed_boundary(
+        conversation,
+        5,
         trigger="auto",
-        status="committed",
-        first_kept_seq=5,
         summary="Earlier: the user asked about TOML.",
-        pre_tokens=900,
-        post_tokens=300,
+        summariser="",
     )
     client.force_login(alice)
     html = client.get(f"/conversations/{conversation.pk}/window/").content.decode()

@@ -12,7 +12,7 @@ import sys
 import pytest
 
 from compaction.models import Compaction
-from tests.transcripts import add_turns
+from tests.transcripts import add_turns, committed_boundary
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -120,15 +120,8 @@ def test_the_csrf_failure_page_styles_itself_with_the_nonce():
 @pytest.fixture
 def compacted(conversation):
     add_turns(conversation, 4)
-    Compaction.objects.create(
-        conversation=conversation,
-        trigger="manual",
-        status="committed",
-        first_kept_seq=5,
-        summary="## Primary request and intent\nKeep the policy strict.",
-        pre_tokens=900,
-        post_tokens=300,
-        summariser="model",
+    committed_boundary(
+        conversation, 5, summary="## Primary request and intent\nKeep the policy strict."
     )
     return conversation
 

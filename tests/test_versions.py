@@ -15,6 +15,7 @@ from chat.models import Conversation, Message
 from compaction.loading import load_window
 from compaction.models import Compaction
 from tests.conftest import receive_until, shows, socket_for
+from tests.transcripts import committed_boundary
 from tests.waiting import settle
 
 # --- the plain functions ---------------------------------------------------------------------
@@ -249,16 +250,7 @@ async def test_versions_are_refused_with_a_reason(alice, conversation, fake_llm)
     assert "Say which message" in await refused("reply_again", message="two")
     assert "not a version of message 2" in await refused("switch", message=2, to=4)
 
-    await sync_to_async(Compaction.objects.create)(
-        conversation=conversation,
-        trigger="manual",
-        status="committed",
-        first_kept_seq=3,
-        summary="## Primary request and intent\nTwo turns.",
-        pre_tokens=900,
-        post_tokens=300,
-        summariser="model",
-    )
+    await sync_to_async(committed_boundary)(conversation, 3)
     assert "read-only" in await refused("edit", message=1, text="changed")
 
     # While a reply streams, versions wait.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from chat.models import Message
+from compaction.models import Compaction
 from compaction.tokens import estimate_content
 
 
@@ -63,3 +64,17 @@ def tool_result_ids(entry) -> set[str]:
 def tail_tokens(entries, first_kept_seq: int) -> int:
     """Tokens of the entries a cut at `first_kept_seq` keeps."""
     return sum(e.tokens for e in entries if e.seq >= first_kept_seq)
+
+
+def committed_boundary(conversation, first_kept_seq: int, **fields) -> Compaction:
+    """A committed summary boundary keeping messages from `first_kept_seq` on."""
+    values = {
+        "trigger": "manual",
+        "summary": "## Primary request and intent\nThe earlier turns.",
+        "pre_tokens": 900,
+        "post_tokens": 300,
+        "summariser": "model",
+    } | fields
+    return Compaction.objects.create(
+        conversation=conversation, status="committed", first_kept_seq=first_kept_seq, **values
+    )

@@ -416,3 +416,26 @@ def restartable_server():
 def message_ids(page) -> list[str]:
     """The ids of every message bubble in the transcript, in page order (duplicates kept)."""
     return page.evaluate("[...document.querySelectorAll('#transcript .message')].map(m => m.id)")
+
+
+@contextlib.contextmanager
+def server_with_admin(prefix: str, username: str, password: str):
+    """A daphne of its own (own SQLite file, own port) with a superuser in its database, for
+    tests that go through the admin too; yields its base URL."""
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        srv = RestartableServer(Path(tmp))
+        srv.migrate()
+        subprocess.run(
+            [sys.executable, "manage.py", "createsuperuser", "--noinput"]
+            + ["--username", username, "--email", f"{username}@example.com"],
+            cwd=ROOT,
+            env=srv.env | {"DJANGO_SUPERUSER_PASSWORD": password},
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+        srv.start()
+        try:
+            yield srv.base
+        finally:
+            srv.stop()

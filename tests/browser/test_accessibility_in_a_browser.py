@@ -13,21 +13,16 @@ scripts (htmx among them) run under looser rules than in production.
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import tempfile
-from pathlib import Path
-
 import pytest
 from playwright.sync_api import expect
 
 from .conftest import (
     ROOT,
-    RestartableServer,
     new_context,
     new_conversation,
     replies,
     send,
+    server_with_admin,
     signup,
     turn,
     wait_replies,
@@ -53,23 +48,8 @@ def long_message(n: int, tag: str) -> str:
 @pytest.fixture(scope="module")
 def a11y_server():
     """A daphne of its own with an admin in its database (the admin pages are audited too)."""
-    with tempfile.TemporaryDirectory(prefix="browser-tests-a11y-") as tmp:
-        srv = RestartableServer(Path(tmp))
-        srv.migrate()
-        subprocess.run(
-            [sys.executable, "manage.py", "createsuperuser", "--noinput"]
-            + ["--username", ADMIN[0], "--email", "ada@example.com"],
-            cwd=ROOT,
-            env=srv.env | {"DJANGO_SUPERUSER_PASSWORD": ADMIN[1]},
-            check=True,
-            capture_output=True,
-            timeout=120,
-        )
-        srv.start()
-        try:
-            yield srv.base
-        finally:
-            srv.stop()
+    with server_with_admin("browser-tests-a11y-", *ADMIN) as base:
+        yield base
 
 
 class Audit:

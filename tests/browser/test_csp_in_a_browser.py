@@ -7,21 +7,16 @@ without style attributes) and the delete confirmation (no onsubmit attribute) ar
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
-import tempfile
-from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
 from playwright.sync_api import expect
 
 from .conftest import (
-    ROOT,
-    RestartableServer,
     conversation_id,
     new_context,
     new_conversation,
+    server_with_admin,
     signup,
     tokens,
     turn,
@@ -81,23 +76,8 @@ class Refusals:
 @pytest.fixture(scope="module")
 def admin_server():
     """A daphne of its own with a superuser in its database (the admin is part of the test)."""
-    with tempfile.TemporaryDirectory(prefix="browser-tests-csp-") as tmp:
-        srv = RestartableServer(Path(tmp))
-        srv.migrate()
-        subprocess.run(
-            [sys.executable, "manage.py", "createsuperuser", "--noinput"]
-            + ["--username", ADMIN[0], "--email", "root@example.com"],
-            cwd=ROOT,
-            env=srv.env | {"DJANGO_SUPERUSER_PASSWORD": ADMIN[1]},
-            check=True,
-            capture_output=True,
-            timeout=120,
-        )
-        srv.start()
-        try:
-            yield srv.base
-        finally:
-            srv.stop()
+    with server_with_admin("browser-tests-csp-", *ADMIN) as base:
+        yield base
 
 
 @pytest.fixture
