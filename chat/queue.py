@@ -206,7 +206,9 @@ def new_version(user, conversation_id, seq, text: str | None = None) -> NewVersi
 
 def _new_versions(seen: Snapshot, target, made: Message) -> dict[int, Versions]:
     """Where the new version stands among the others (shown on its bubble as it starts)."""
+    first_kept = seen.boundary.first_kept_seq if seen.boundary else 1
     rows = [(r.seq, r.parent, r.role) for r in seen.rows if r.status in SETTLED]
+    rows = [row for row in rows if row[0] >= first_kept]  # compacted versions are out of reach
     return versions(
         [*rows, (made.seq, target.parent, target.role)], [(made.seq, target.parent, target.role)]
     )
