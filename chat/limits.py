@@ -9,12 +9,13 @@ API would hop to the one thread every request shares.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.core.cache import cache
+from django.core.cache import caches
 
 from .errors import ActionError
 
@@ -54,6 +55,15 @@ def _per(window: int) -> str:
     return {60: "a minute", 900: "in 15 minutes", 3600: "an hour"}.get(window, f"per {window} s")
 
 
+@functools.cache
+def _counts():
+    """One cache client for the process. `django.core.cache.cache` is one per context, and each
+    call on the database threads runs in a fresh copy of its caller's context: through it, every
+    count made a client of its own, and with Redis a new connection (connected, health-checked)
+    per send. Both backends' clients are safe to share between threads."""
+    return caches.create_connection("default")
+
+
 def _key(limit: Limit, who, now: float) -> tuple[str, int]:
     start = int(now // limit.window) * limit.window
     return f"limit:{limit.name}:{who}:{start}", start + limit.window
@@ -64,6 +74,7 @@ def hit(limit: Limit, who, *, now: float | None = None) -> None:
     hammering does not help)."""
     now = time.time() if now is None else now
     key, ends = _key(limit, who, now)
+    cache = _counts()
     cache.add(key, 0, timeout=limit.window)
     try:
         count = cache.incr(key)
@@ -79,5 +90,5 @@ def check(limit: Limit, who, *, now: float | None = None) -> None:
     counted apart, with `hit`, only when they fail)."""
     now = time.time() if now is None else now
     key, ends = _key(limit, who, now)
-    if (cache.get(key) or 0) >= limit.allowed:
+    if (_counts().get(key) or 0) >= limit.allowed:
         raise Limited(limit, max(1, math.ceil(ends - now)))
