@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -100,3 +101,20 @@ async def receive_until(communicator, predicate, *, timeout: float = 5.0) -> lis
         frames.append(frame)
         if predicate(frame):
             return frames
+
+
+def frame(**data) -> str:
+    """A websocket frame as htmx's ws extension sends it."""
+    return json.dumps({**data, "HEADERS": {"HX-Request": "true"}})
+
+
+@pytest.fixture
+async def long_conversation(conversation, settings):
+    """Eight turns on a 2,000-token budget: enough to compact."""
+    from asgiref.sync import sync_to_async
+
+    from tests.transcripts import add_turns
+
+    settings.CONTEXT_BUDGET_TOKENS = 2_000
+    await sync_to_async(add_turns)(conversation, 8)
+    return conversation

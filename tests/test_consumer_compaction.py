@@ -2,28 +2,15 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from asgiref.sync import sync_to_async
 
 from compaction.models import Compaction
-from tests.conftest import receive_until, socket_for
+from tests.conftest import frame, receive_until, socket_for
 from tests.transcripts import add_turns
 from tests.waiting import settle
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("channel_layer")]
-
-
-def frame(**data) -> str:
-    return json.dumps({**data, "HEADERS": {"HX-Request": "true"}})
-
-
-@pytest.fixture
-async def long_conversation(conversation, settings):
-    settings.CONTEXT_BUDGET_TOKENS = 2_000
-    await sync_to_async(add_turns)(conversation, 8)
-    return conversation
 
 
 async def test_compact_now_with_instructions_adds_a_manual_divider(

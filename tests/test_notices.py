@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 
 import pytest
@@ -11,7 +10,7 @@ from asgiref.sync import sync_to_async
 from compaction import actions as compaction_actions
 from compaction import run
 from compaction.models import Compaction
-from tests.conftest import receive_until, socket_for
+from tests.conftest import frame, receive_until, socket_for
 from tests.transcripts import add_turns
 from tests.waiting import settle
 
@@ -20,23 +19,12 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("
 WAITING = "A draft summary is waiting for your review first"
 
 
-def frame(**data) -> str:
-    return json.dumps({**data, "HEADERS": {"HX-Request": "true"}})
-
-
 def the_notice(frame_text: str) -> tuple[str, str, bool] | None:
     """(level, text, hidden) of the #notice a frame swaps in, if it holds one."""
     match = re.search(r'<div id="notice" class="notice (\w+)"([^>]*)>(.*?)</div>', frame_text, re.S)
     if match is None:
         return None
     return match.group(1), match.group(3).strip(), " hidden" in match.group(2)
-
-
-@pytest.fixture
-async def long_conversation(conversation, settings):
-    settings.CONTEXT_BUDGET_TOKENS = 2_000
-    await sync_to_async(add_turns)(conversation, 8)
-    return conversation
 
 
 async def test_compact_now_on_a_short_conversation_says_there_is_not_enough_yet(

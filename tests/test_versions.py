@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from asgiref.sync import sync_to_async
 from django.db import connection
@@ -14,7 +12,7 @@ from chat.branches import Versions, newest_end, on_branch, parent_of, versions
 from chat.models import Conversation, Message
 from compaction.loading import load_window
 from compaction.models import Compaction
-from tests.conftest import receive_until, shows, socket_for
+from tests.conftest import frame, receive_until, shows, socket_for
 from tests.transcripts import committed_boundary
 from tests.waiting import settle
 
@@ -51,12 +49,8 @@ def test_versions_count_siblings_of_one_role_oldest_first():
 # --- over the websocket --------------------------------------------------------------------
 
 
-def frame(action: str, **fields) -> str:
-    return json.dumps({"action": action, **fields, "HEADERS": {"HX-Request": "true"}})
-
-
 async def turn(ws, conversation, text: str, reply_seq: int) -> None:
-    await ws.send_to(text_data=frame("send", message=text))
+    await ws.send_to(text_data=frame(action="send", message=text))
     await receive_until(ws, shows(reply_seq, "complete"))
     await settle(conversation.pk)
 
@@ -92,7 +86,7 @@ async def test_regenerate_adds_a_version_and_the_window_follows_it(alice, conver
     ws = socket_for(alice, conversation.pk)
     await ws.connect()
     await turn(ws, conversation, "hi", 2)
-    await ws.send_to(text_data=frame("reply_again", message=2))
+    await ws.send_to(text_data=frame(action="reply_again", message=2))
     frames = await receive_until(ws, shows(3, "complete"))
     await settle(conversation.pk)
     joined = "".join(frames)
@@ -124,11 +118,11 @@ async def test_switching_versions_moves_the_branch_and_the_window(alice, convers
     ws = socket_for(alice, conversation.pk)
     await ws.connect()
     await turn(ws, conversation, "hi", 2)
-    await ws.send_to(text_data=frame("reply_again", message=2))
+    await ws.send_to(text_data=frame(action="reply_again", message=2))
     await receive_until(ws, shows(3, "complete"))
     await settle(conversation.pk)
 
-    await ws.send_to(text_data=frame("switch", message=3, to=2))
+    await ws.send_to(text_data=frame(action="switch", message=3, to=2))
     frames = await receive_until(ws, lambda f: 'innerHTML:#transcript"' in f)
     assert 'id="msg-2"' in frames[-1] and 'id="msg-3"' not in frames[-1]
     assert "1 / 2" in frames[-1]
@@ -147,10 +141,10 @@ async def test_switching_versions_moves_the_branch_and_the_window(alice, convers
     assert await window_seqs(conversation.pk) == [1, 2, 4, 5]
 
     # Back to the second version: its branch ends where it did.
-    await ws.send_to(text_data=frame("switch", message=2, to=3))
+    await ws.send_to(text_data=frame(action="switch", message=2, to=3))
     await receive_until(ws, lambda f: 'innerHTML:#transcript"' in f)
     assert shown(await page_of(conversation.pk)) == [1, 3]
-    await ws.send_to(text_data=frame("switch", message=3, to=2))
+    await ws.send_to(text_data=frame(action="switch", message=3, to=2))
     await receive_until(ws, lambda f: 'innerHTML:#transcript"' in f)
     assert shown(await page_of(conversation.pk)) == [1, 2, 4, 5]
     assert (await Conversation.objects.aget(pk=conversation.pk)).leaf_seq is None
@@ -166,7 +160,7 @@ async def test_an_edited_message_is_sent_again_as_a_new_version(alice, conversat
     await ws.connect()
     await turn(ws, conversation, "first", 2)
     await turn(ws, conversation, "second", 4)
-    await ws.send_to(text_data=frame("edit", message=3, text="second, better"))
+    await ws.send_to(text_data=frame(action="edit", message=3, text="second, better"))
     frames = await receive_until(ws, shows(6, "complete"))
     await settle(conversation.pk)
     assert (await rows(conversation))[4:] == [
@@ -181,7 +175,7 @@ async def test_an_edited_message_is_sent_again_as_a_new_version(alice, conversat
     assert shown(page) == [1, 2, 5, 6]
     assert page.items[2].versions == Versions(index=2, count=2, previous=3, next=None)
     # The original is kept, with its reply: switching back shows both.
-    await ws.send_to(text_data=frame("switch", message=5, to=3))
+    await ws.send_to(text_data=frame(action="switch", message=5, to=3))
     await receive_until(ws, lambda f: 'innerHTML:#transcript"' in f)
     assert shown(await page_of(conversation.pk)) == [1, 2, 3, 4]
     assert await window_seqs(conversation.pk) == [1, 2, 3, 4]
@@ -196,7 +190,7 @@ async def test_the_first_message_can_be_edited(alice, conversation, fake_llm):
     ws = socket_for(alice, conversation.pk)
     await ws.connect()
     await turn(ws, conversation, "hello", 2)
-    await ws.send_to(text_data=frame("edit", message=1, text="hello again"))
+    await ws.send_to(text_data=frame(action="edit", message=1, text="hello again"))
     await receive_until(ws, shows(4, "complete"))
     await settle(conversation.pk)
     assert [m["content"][0]["text"] for m in fake_llm.calls[1].messages] == ["hello again"]
@@ -211,11 +205,11 @@ async def test_a_failed_reply_is_retried_in_place(alice, conversation, fake_llm)
     fake_llm.enqueue(["Whole answer."])
     ws = socket_for(alice, conversation.pk)
     await ws.connect()
-    await ws.send_to(text_data=frame("send", message="hi"))
+    await ws.send_to(text_data=frame(action="send", message="hi"))
     frames = await receive_until(ws, shows(2, "error"))
     assert "Retry</button>" in frames[-1]
     await settle(conversation.pk)
-    await ws.send_to(text_data=frame("reply_again", message=2))
+    await ws.send_to(text_data=frame(action="reply_again", message=2))
     await receive_until(ws, shows(3, "complete"))
     await settle(conversation.pk)
     assert await window_seqs(conversation.pk) == [1, 3]
@@ -239,7 +233,7 @@ async def test_versions_are_refused_with_a_reason(alice, conversation, fake_llm)
     await turn(ws, conversation, "second", 4)
 
     async def refused(action: str, **fields) -> str:
-        await ws.send_to(text_data=frame(action, **fields))
+        await ws.send_to(text_data=frame(action=action, **fields))
         found = await receive_until(ws, lambda f: 'id="notice"' in f)
         return found[-1]
 
@@ -254,7 +248,7 @@ async def test_versions_are_refused_with_a_reason(alice, conversation, fake_llm)
     assert "read-only" in await refused("edit", message=1, text="changed")
 
     # While a reply streams, versions wait.
-    await ws.send_to(text_data=frame("send", message="third"))
+    await ws.send_to(text_data=frame(action="send", message="third"))
     await receive_until(ws, lambda f: "beforeend:#msg-6-text" in f or 'id="msg-6"' in f)
     assert "Wait for the reply in progress" in await refused("reply_again", message=4)
     gate.set()
@@ -381,7 +375,7 @@ async def test_a_reply_asked_again_after_making_room_shows_under_its_message(
     settings.CONTEXT_BUDGET_TOKENS = 1_000
     fake_llm.enqueue_text("<summary>## Primary request and intent\nFour turns of words.</summary>")
     fake_llm.enqueue(["Again, in brief."])
-    await ws.send_to(text_data=frame("reply_again", message=8))
+    await ws.send_to(text_data=frame(action="reply_again", message=8))
     frames = await receive_until(ws, shows(9, "complete"))
     await settle(conversation.pk)
     joined = "".join(frames)
@@ -413,13 +407,13 @@ async def test_a_version_taken_back_while_queued_gives_the_earlier_one_back(
     gate = asyncio.Event()
     fake_llm.enqueue_text("<summary>## Primary request\nWords.</summary>", gate=gate, gate_at=0)
     if action == "edit":
-        await ws.send_to(text_data=frame("edit", message=7, text="Turn 4, shorter."))
+        await ws.send_to(text_data=frame(action="edit", message=7, text="Turn 4, shorter."))
         cancel = 9  # the edited message, with its reply 10
     else:
-        await ws.send_to(text_data=frame("reply_again", message=8))
+        await ws.send_to(text_data=frame(action="reply_again", message=8))
         cancel = 7  # shown as queued: the message the new reply answers
     await receive_until(ws, lambda f: "Compacting" in f)
-    await ws.send_to(text_data=frame("cancel", message=cancel))
+    await ws.send_to(text_data=frame(action="cancel", message=cancel))
     await receive_until(ws, lambda f: f'id="msg-{cancel}"' in f)
     gate.set()
     await settle(conversation.pk)
@@ -445,7 +439,7 @@ async def test_versions_wait_for_a_draft_summary_to_be_reviewed(alice, conversat
     await sync_to_async(Compaction.objects.create)(
         conversation=conversation, trigger="manual", status="draft", first_kept_seq=1
     )
-    await ws.send_to(text_data=frame("reply_again", message=2))
+    await ws.send_to(text_data=frame(action="reply_again", message=2))
     found = await receive_until(ws, lambda f: 'id="notice"' in f)
     assert "draft summary is waiting for your review" in found[-1]
     await ws.disconnect()
