@@ -11,6 +11,7 @@ from django.utils.html import escape
 from compaction.loading import Panel
 from compaction.models import Compaction
 
+from . import bubbles, meter
 from .branches import Versions
 from .models import Conversation, Message
 from .transcript import Item, Page
@@ -23,7 +24,7 @@ def _part(name: str, context: dict) -> str:
 
 
 def message(item: Item, *, oob: str = "") -> str:
-    return _part("message", {"item": item, "oob": oob})
+    return bubbles.message_html(item, oob)
 
 
 def appended_message(
@@ -89,7 +90,7 @@ def context_panel(panel: Panel, conversation: Conversation) -> str:
 
 def figures(panel: Panel) -> str:
     """The meter and the chart alone: what a reply changes in the panel."""
-    return _part("figures", {"ctx": panel, "figures_oob": True})
+    return meter.figures_html(panel, oob=True)
 
 
 def compaction_outcome(

@@ -56,3 +56,28 @@ def test_streamed_deltas_are_escaped():
 
     assert "<script>" not in delta(3, "<script>alert(1)</script>")
     assert "&lt;script&gt;" in delta(3, "<script>")
+
+
+def test_every_value_a_bubble_shows_is_escaped():
+    """chat/bubbles.py writes the bubble as a string: the user's text (in the edit box too), the
+    error a provider sent and the tool's name, input and result all arrive as text."""
+    from chat.bubbles import message_html
+    from chat.transcript import Item
+
+    evil = '"><img src=x onerror=alert(1)>'
+    user = Message(pk=1, seq=1, role="user", content=[{"type": "text", "text": evil}])
+    reply = Message(
+        pk=2,
+        seq=2,
+        role="assistant",
+        status="error",
+        error=evil,
+        content=[
+            {"type": "tool_use", "id": "t", "name": evil, "input": {"q": evil}},
+            {"type": "tool_result", "tool_use_id": "t", "content": evil},
+        ],
+    )
+    for message in (user, reply):
+        html = message_html(Item(kind="message", message=message))
+        assert "<img" not in html
+        assert "&lt;img src=x onerror=alert(1)&gt;" in html
