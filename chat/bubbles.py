@@ -9,6 +9,7 @@ user or a model is escaped here (`escape`), or rendered by `blocks` (markdown, t
 
 from __future__ import annotations
 
+import functools
 import json
 
 from django.conf import settings
@@ -115,8 +116,15 @@ def _spend(m: Message) -> str:
     )
 
 
+@functools.cache
+def _pin_url() -> str:
+    """The pin URL with a slot for the message's id: reverse() walks the URLconf, and every
+    bubble has a pin button."""
+    return escape(reverse("message-pin", args=[0])).replace("/0/", "/{}/")
+
+
 def _pin_button(m: Message, pinned: bool) -> str:
-    url = escape(reverse("message-pin", args=[m.pk]))
+    url = _pin_url().format(m.pk)
     return (
         f'<button type="button" class="link pin-toggle" id="pin-{m.seq}" hx-post="{url}" '
         f'hx-vals=\'{{"pinned": "{0 if pinned else 1}"}}\' hx-target="#msg-{m.seq}" '
