@@ -579,7 +579,8 @@ def close_turn(
             if not compact:
                 seen = read_snapshot(conversation.pk)
             step = _claim_oldest(conversation, seen, compact=True)
-        figures = load_figures(conversation, after)
+        # A reply written here with its usage is the conversation's latest billed turn.
+        figures = load_figures(conversation, after, last_usage=spent)
     return Closed(reply, conversation, figures, Claim(step, recovered=recovered))
 
 

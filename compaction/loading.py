@@ -241,12 +241,14 @@ _LAST_SPENT_SQL = (
 )
 
 
-def load_spent(conversation: Conversation) -> Spent:
-    """The total from the conversation's running totals, the latest turn's from its row."""
-    with connection.cursor() as cursor:
-        cursor.execute(_LAST_SPENT_SQL, [conversation.pk])
-        last = cursor.fetchone()
-    last_usage = Message(**dict(zip(USAGE_COLUMNS, last, strict=True))).usage if last else None
+def load_spent(conversation: Conversation, last_usage: dict | None = None) -> Spent:
+    """The total from the conversation's running totals, the latest turn's from its row (or
+    `last_usage`: the reply just closed, when it was billed, is the latest)."""
+    if last_usage is None:
+        with connection.cursor() as cursor:
+            cursor.execute(_LAST_SPENT_SQL, [conversation.pk])
+            last = cursor.fetchone()
+        last_usage = Message(**dict(zip(USAGE_COLUMNS, last, strict=True))).usage if last else None
     return Spent(
         Spend.of(conversation.usage, conversation.model), Spend.of(last_usage, conversation.model)
     )
@@ -354,10 +356,12 @@ def _earlier_points(conversation_id: int, boundary: Compaction | None) -> list[i
     return points
 
 
-def load_figures(conversation: Conversation, state: WindowState) -> Panel:
+def load_figures(
+    conversation: Conversation, state: WindowState, last_usage: dict | None = None
+) -> Panel:
     """The meter and the chart, what a reply changes (the boundaries change only by compaction):
     the window's numbers and latest points from `state`, the points before its boundary read
-    once per boundary."""
+    once per boundary; `last_usage` as `load_spent` takes it."""
     points = _earlier_points(conversation.pk, state.boundary) + state.per_turn
     per_turn = points[-CHART_TURNS:]
     system_tokens = estimate_text(conversation.system_prompt)
@@ -377,5 +381,5 @@ def load_figures(conversation: Conversation, state: WindowState) -> Panel:
         draft=None,
         # An expired pause is no pause: say so only while it holds.
         paused_until=paused if paused and paused > timezone.now() else None,
-        spent=load_spent(conversation),
+        spent=load_spent(conversation, last_usage),
     )

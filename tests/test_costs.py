@@ -3,14 +3,20 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
+from asgiref.sync import sync_to_async
 from django.core.exceptions import ImproperlyConfigured
 
 from chat.models import Conversation, Message
 from compaction.loading import load_spent
 from config.settings import env_prices
 from providers.prices import cost, price_of
+from tests.conftest import receive_until, socket_for
+from tests.fakes import OMIT
 from tests.transcripts import committed_boundary
+from tests.waiting import settle
 
 pytestmark = pytest.mark.django_db
 
@@ -118,3 +124,28 @@ def test_the_admin_lists_what_each_conversation_and_each_user_cost(
     users = admin_client.get("/admin/auth/user/").content.decode()
     assert '<td class="field-cost">0.0380</td>' in users  # alice: both priced conversations
     assert '<td class="field-cost">-</td>' in users  # bob: only the unpriced demo
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("channel_layer")
+async def test_the_figures_after_each_turn_show_its_cost_or_the_last_billed_one(
+    alice, fake_llm, settings
+):
+    """The reply just closed is the latest billed turn, so its figures need no query for it; a
+    turn the server reported no usage for shows the one before, as the page does."""
+    settings.MODEL_PRICES = {"claude": [3, 15]}
+    conversation = await Conversation.objects.acreate(owner=alice, model="claude-x")
+    fake_llm.enqueue(["Billed."], USAGE)
+    fake_llm.enqueue(["Not billed."], OMIT)
+    ws = socket_for(alice, conversation.pk)
+    await ws.connect()
+    shown = []
+    for text in ("one", "two"):
+        await ws.send_to(text_data=json.dumps({"action": "send", "message": text}))
+        frames = await receive_until(ws, lambda f: 'id="context-figures"' in f)
+        shown.append(frames[-1].split('class="spend-last">', 1)[1].split("<", 1)[0])
+        await settle(conversation.pk)
+    await ws.disconnect()
+    assert shown == ["Last turn: $0.0210 · 77% of input from cache"] * 2
+    spent = await sync_to_async(load_spent)(await Conversation.objects.aget(pk=conversation.pk))
+    assert spent.last.shown == "$0.0210 · 77% of input from cache"
