@@ -26,8 +26,9 @@ def figures_html(ctx: Panel, oob: bool = False) -> SafeString:
         f'<li><span class="swatch seg-{key}"></span>{label} <span class="num">{value}</span></li>'
         for key, label, value, _ in segments
     )
+    swap = ' hx-swap-oob="true"' if oob else ""
     parts = [
-        f'<div id="context-figures"{' hx-swap-oob="true"' if oob else ""}>',
+        f'<div id="context-figures"{swap}>',
         f'<div class="meter" role="meter" aria-valuemin="0" aria-valuemax="{ctx.budget}" '
         f'aria-valuenow="{ctx.tokens}" aria-label="Window tokens">{meter}'
         f'<svg class="threshold-mark" aria-hidden="true"><title>Auto-compaction at '
