@@ -315,7 +315,10 @@ def _claim_oldest(conversation: Conversation, seen: Snapshot, *, compact: bool) 
         model=conversation.model,
     )
     state = state_of(conversation, seen, before_seq=reply.seq)
-    return _decide(conversation, seen, reply, state, compact=compact)
+    step = _decide(conversation, seen, reply, state, compact=compact)
+    if isinstance(step, Turn):  # a reply asked again that waited: "‹ 2 / 2 ›" as it starts
+        step = replace(step, versions=_new_versions(seen, reply, reply))
+    return step
 
 
 # The statements every turn runs are written out: the ORM spent far longer building them than

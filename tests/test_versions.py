@@ -382,6 +382,11 @@ async def test_a_reply_asked_again_after_making_room_shows_under_its_message(
     assert "Compacted" in joined  # room was made first
     assert 'afterend:#msg-7"' in joined  # then the new version streamed under its message
     assert (await Message.objects.aget(conversation=conversation, seq=9)).parent == 7
+    # Its switcher shows from its first frame, as the page shows it.
+    started = next(f for f in frames if 'id="msg-9"' in f)
+    assert '<span class="version-count">2 / 2</span>' in started
+    page = await page_of(conversation.pk)
+    assert page.items[-1].versions == Versions(index=2, count=2, previous=8, next=None)
     await ws.disconnect()
 
 
