@@ -288,9 +288,11 @@ def contained(text: str) -> str:
     """Message Markdown that cannot reach past its own end or outrank the export's headings.
 
     Read with the same CommonMark parser as the chat page's (plus raw HTML, as other readers
-    may): top-level headings are demoted below the export's own, lines read as raw HTML blocks
-    are escaped (the chat page shows raw HTML as text too), and a code fence left open at the
-    end is closed. Text whose raw HTML does not settle within a few passes is fenced whole."""
+    may): top-level headings are demoted below the export's own, raw HTML (blocks, and tags
+    inside a paragraph) is escaped (the chat page shows raw HTML as text too), and a code fence
+    left open at the end is closed. Text whose raw HTML does not settle within a few passes is
+    fenced whole."""
+    original = text
     text = _lines(text).strip("\n")
     if not text.strip():
         return ""
@@ -305,6 +307,9 @@ def contained(text: str) -> str:
             break
     else:
         return fenced(text, "text")
+    text = _inline_html_escaped(text)
+    if text is None:
+        return fenced(_lines(original).strip("\n"), "text")
     lines = text.split("\n")
     tokens = _structure.parse(text)
     for i, token in enumerate(tokens):
@@ -316,6 +321,106 @@ def contained(text: str) -> str:
         elif token.type == "fence" and not _closed(lines, token, end):
             lines.append(token.markup[0] * len(token.markup))
     return "\n".join(line for line in lines if line is not None)
+
+
+_INLINE_HTML_PASSES = 64  # tags escaped one at a time; a message with more is fenced whole
+
+
+def _inline_html_escaped(text: str) -> str | None:
+    """Raw HTML inside a paragraph (`<img onerror=…>`, `</b>`) escaped, so a reader that passes
+    raw HTML through shows it as text, as the chat page does; code spans keep their text. None:
+    the text did not settle."""
+    tokens = _structure.parse(text)
+    found = _inline_html(tokens)
+    if not found:
+        return text
+    spans = _code_spans(tokens)
+    # Each tag's `<` where it next occurs in its block: right unless the same text also sits in
+    # a code span before it, which the parse after tells.
+    escaped = _escape_in_order(text, found)
+    parsed = _structure.parse(escaped)
+    if not _inline_html(parsed) and _code_spans(parsed) == spans:
+        return escaped
+    # One tag at a time: the first occurrence whose escaping removes the tag and leaves every
+    # code span as it was.
+    for _ in range(_INLINE_HTML_PASSES):
+        (first, end), raw = found[0]
+        lines = text.split("\n")
+        block = "\n".join(lines[first:end])
+        at = block.find(raw)
+        while at >= 0:
+            candidate = "\n".join([*lines[:first], block[:at] + "\\" + block[at:], *lines[end:]])
+            parsed = _structure.parse(candidate)
+            left = _inline_html(parsed)
+            if len(left) < len(found) and _code_spans(parsed) == spans:
+                text, found = candidate, left
+                break
+            at = block.find(raw, at + 1)
+        else:
+            return None
+        if not found:
+            return text
+    return None
+
+
+def _escape_in_order(text: str, found: list[tuple[tuple[int, int], str]]) -> str:
+    """Each tag's `<` escaped at its next occurrence in its block outside a code span."""
+    lines = text.split("\n")
+    blocks: dict[tuple[int, int], tuple[str, list, list[int]]] = {}  # block, its spans, escapes
+    for where, raw in found:
+        if where not in blocks:
+            block = "\n".join(lines[where[0] : where[1]])
+            blocks[where] = (block, _code_span_ranges(block), [])
+        block, spans, escapes = blocks[where]
+        at = block.find(raw, escapes[-1] + 1 if escapes else 0)
+        while at >= 0 and any(start <= at < end for start, end in spans):
+            at = block.find(raw, at + 1)
+        if at >= 0:
+            escapes.append(at)
+    for (first, end), (block, _, escapes) in sorted(blocks.items(), reverse=True):
+        for at in reversed(escapes):
+            block = block[:at] + "\\" + block[at:]
+        lines[first:end] = [block]
+    return "\n".join(lines)
+
+
+def _code_span_ranges(block: str) -> list[tuple[int, int]]:
+    """Where code spans sit: a run of backticks up to the next run of the same length (the
+    finer rules, such as a backslash before a backtick, are left to the parse that checks)."""
+    runs = [(m.start(), m.end()) for m in _BACKTICKS.finditer(block)]
+    ranges, i = [], 0
+    while i < len(runs):
+        start, end = runs[i]
+        close = next(
+            (j for j in range(i + 1, len(runs)) if runs[j][1] - runs[j][0] == end - start), None
+        )
+        if close is None:
+            i += 1
+        else:
+            ranges.append((start, runs[close][1]))
+            i = close + 1
+    return ranges
+
+
+def _inline_html(tokens) -> list[tuple[tuple[int, int], str]]:
+    """Each inline HTML tag with the lines of the block it sits in, in order."""
+    found, where = [], None
+    for token in tokens:
+        if token.map is not None:
+            where = tuple(token.map)
+        if token.type == "inline" and where is not None:
+            found += [(where, c.content) for c in token.children or () if c.type == "html_inline"]
+    return found
+
+
+def _code_spans(tokens) -> list[str]:
+    return [
+        c.content
+        for token in tokens
+        if token.type == "inline"
+        for c in token.children or ()
+        if c.type == "code_inline"
+    ]
 
 
 def _demote(lines: list, token, first: int, end: int, content: str) -> None:

@@ -280,6 +280,37 @@ def test_inline_values_are_escaped():
     assert exports.code_span("`edge`") == "`` `edge` ``"
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        'Hi <img src=x onerror="alert(1)"> there',
+        "`<b>` makes <b>bold</b> text and `<i>` stays code",
+        'A tag over two lines <span\nonclick="alert(1)">x</span>',
+        "- item <script>alert(1)</script>\n- `<u>` then <u>under</u>",
+        "A <!-- comment --> and an autolink <https://example.org>",
+        "Many: " + "<b>x</b> `<b>` " * 100,
+    ],
+)
+def test_raw_html_inside_a_paragraph_reads_as_text_and_code_spans_keep_theirs(text):
+    """As the chat page shows it: a reader that passes raw HTML through gets no element from a
+    message, while what sat in a code span is still code, unchanged."""
+    html = _reader.render(exports.contained(text))
+    for tag in ("<img", "<b>", "<span", "<script", "<u>", "<!--"):
+        assert tag not in html
+    assert html.count("<code>") == text.count("`") // 2
+    for span in re.findall(r"`([^`]+)`", text):
+        assert f"<code>{span.replace('<', '&lt;').replace('>', '&gt;')}</code>" in html
+    assert '<a href="https://example.org">' in html or "example.org" not in text
+
+
+def test_a_tag_the_quick_pass_misplaces_is_escaped_one_at_a_time():
+    # An escaped backtick opens no code span, so the first <b> is a tag, not code.
+    text = "A \\`<b>` and <b>x</b>"
+    html = _reader.render(exports.contained(text))
+    assert "<b>" not in html and "<code" not in html  # not code, and not fenced whole
+    assert "`&lt;b&gt;` and &lt;b&gt;x&lt;/b&gt;" in html
+
+
 # --- cost and streaming --------------------------------------------------------------------------
 
 
