@@ -52,6 +52,12 @@ class UsageColumns(models.Model):
             setattr(self, column, int(value.get(key) or 0) if value else None)
 
 
+# The sidebar's lists (chat/sidebar.py), as their queries filter them.
+LISTED = models.Q(deleted_at__isnull=True, archived_at__isnull=True, pinned_at__isnull=True)
+PINNED = models.Q(deleted_at__isnull=True, archived_at__isnull=True, pinned_at__isnull=False)
+ARCHIVED = models.Q(deleted_at__isnull=True, archived_at__isnull=False)
+
+
 class ConversationQuerySet(models.QuerySet):
     def owned_by(self, user) -> ConversationQuerySet:
         """The only way views and the consumer look conversations up: scoped to one user."""
@@ -108,11 +114,20 @@ class Conversation(UsageColumns):
         ordering = ["-updated_at"]
         indexes = [
             models.Index(fields=["owner", "deleted_at", "-updated_at"]),
-            # The sidebar's keyset pages (chat/sidebar.py): listed or archived, pinned or not,
-            # then in the list's order, so each page is one range of the index, ties included.
+            # The sidebar's keyset pages (chat/sidebar.py): each list (unpinned, pinned,
+            # archived) is a partial index in the list's order, so a page is one range of it,
+            # ties included. (PostgreSQL orders by an index only after columns compared with =,
+            # never after IS NULL: the lists' conditions go in the indexes' predicates.)
             models.Index(
-                fields=["owner", "deleted_at", "archived_at", "pinned_at", "-updated_at", "-id"],
-                name="conversation_sidebar",
+                fields=["owner", "-updated_at", "-id"], condition=LISTED, name="conversation_listed"
+            ),
+            models.Index(
+                fields=["owner", "-updated_at", "-id"], condition=PINNED, name="conversation_pinned"
+            ),
+            models.Index(
+                fields=["owner", "-updated_at", "-id"],
+                condition=ARCHIVED,
+                name="conversation_archived",
             ),
         ]
 

@@ -202,7 +202,7 @@ def page(
 
 def _main(listed: QuerySet, after: Cursor | None, size: int) -> tuple[list[Entry], bool]:
     # Two keyset walks one after the other: the pinned rows, then the rest. Each is an ordered
-    # range scan of the (owner, deleted_at, -updated_at) index rather than a sort of everything
+    # range scan of its list's partial index (chat/models.py) rather than a sort of everything
     # the user has by an expression ("pinned first") no index holds.
     entries: list[Entry] = []
     if after is None or after.pinned:
