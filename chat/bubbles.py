@@ -214,7 +214,7 @@ def _tool_call(call: dict | None, result: dict | None, runs: dict, status: str) 
     else:
         state, label = "done", "done"
     if run and result is not None:
-        label += f" · {_duration(run.get('ms', 0))}"
+        label += f" · {duration(run.get('ms', 0))}"
     arguments = json.dumps(call.get("input", {}), indent=2, ensure_ascii=False) if call else ""
     return format_html(
         '<details class="tool-call {}" data-tool="{}"><summary><span class="tool-name">{}</span>'
@@ -234,7 +234,8 @@ def _tool_call(call: dict | None, result: dict | None, runs: dict, status: str) 
     )
 
 
-def _duration(ms) -> str:
+def duration(ms) -> str:
+    """How long a tool ran, as people read it ("" when unknown)."""
     try:
         ms = int(ms)
     except (TypeError, ValueError):

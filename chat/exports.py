@@ -27,6 +27,7 @@ from compaction.loading import load_window
 from compaction.models import Compaction
 from compaction.tokens import block_text
 
+from .bubbles import duration
 from .models import Conversation, Message
 from .transcript import current_branch
 
@@ -191,7 +192,8 @@ def _block(block: dict, names: dict, runs: dict) -> str:
         return contained(block.get("text", ""))
     if kind == "tool_use":
         name = block.get("name", "?")
-        took = _duration(runs.get(block.get("id")))
+        took = duration((runs.get(block.get("id")) or {}).get("ms"))
+        took = f" ({took})" if took else ""
         arguments = json.dumps(block.get("input", {}), indent=2, ensure_ascii=False)
         return f"**Tool call** {code_span(name)}{took}, input:\n\n{fenced(arguments, 'json')}"
     if kind == "tool_result":
@@ -236,14 +238,6 @@ def divider(row: Compaction) -> str:
 
 def _when(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
-
-
-def _duration(run) -> str:
-    try:
-        ms = int(run["ms"])
-    except (TypeError, KeyError, ValueError):
-        return ""
-    return f" ({ms} ms)" if ms < 1000 else f" ({ms / 1000:.1f} s)"
 
 
 # --- Markdown that stays in its place ------------------------------------------------------------
@@ -292,8 +286,7 @@ def contained(text: str) -> str:
     inside a paragraph) is escaped (the chat page shows raw HTML as text too), and a code fence
     left open at the end is closed. Text whose raw HTML does not settle within a few passes is
     fenced whole."""
-    original = text
-    text = _lines(text).strip("\n")
+    text = original = _lines(text).strip("\n")
     if not text.strip():
         return ""
     for _ in range(4):
@@ -309,7 +302,7 @@ def contained(text: str) -> str:
         return fenced(text, "text")
     text = _inline_html_escaped(text)
     if text is None:
-        return fenced(_lines(original).strip("\n"), "text")
+        return fenced(original, "text")
     lines = text.split("\n")
     tokens = _structure.parse(text)
     for i, token in enumerate(tokens):
