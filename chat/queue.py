@@ -199,19 +199,19 @@ def new_version(user, conversation_id, seq, text: str | None = None) -> NewVersi
             _insert(reply)  # queued first: _decide moves it on, or leaves it to a compaction
         step = _decide(conversation, seen, reply, state, compact=True, insert=inserted)
         if isinstance(step, Turn):
-            step = replace(step, versions=_new_versions(seen, target, message or reply))
+            step = replace(step, versions=_new_versions(seen, message or reply))
         claim = Claim(step, message, queued=isinstance(step, compaction.Opened))
         return NewVersion(claim, conversation, target.parent)
 
 
-def _new_versions(seen: Snapshot, target, made: Message) -> dict[int, Versions]:
-    """Where the new version stands among the others (shown on its bubble as it starts)."""
+def _new_versions(seen: Snapshot, made: Message) -> dict[int, Versions]:
+    """Where a new version stands among the others (shown on its bubble as it starts): the
+    rows with its parent and role."""
     first_kept = seen.boundary.first_kept_seq if seen.boundary else 1
     rows = [(r.seq, r.parent, r.role) for r in seen.rows if r.status in SETTLED]
     rows = [row for row in rows if row[0] >= first_kept]  # compacted versions are out of reach
-    return versions(
-        [*rows, (made.seq, target.parent, target.role)], [(made.seq, target.parent, target.role)]
-    )
+    made_row = (made.seq, made.parent, made.role)
+    return versions([*rows, made_row], [made_row])
 
 
 def switch_version(user, conversation_id, seq, to) -> Conversation:
@@ -317,7 +317,7 @@ def _claim_oldest(conversation: Conversation, seen: Snapshot, *, compact: bool) 
     state = state_of(conversation, seen, before_seq=reply.seq)
     step = _decide(conversation, seen, reply, state, compact=compact)
     if isinstance(step, Turn):  # a reply asked again that waited: "‹ 2 / 2 ›" as it starts
-        step = replace(step, versions=_new_versions(seen, reply, reply))
+        step = replace(step, versions=_new_versions(seen, reply))
     return step
 
 
