@@ -32,6 +32,23 @@ def on_branch(parents: dict[int, int], leaf: int, first: int = 1) -> list[int]:
     return seqs[::-1]
 
 
+def reached_from(parents: dict[int, int], branch: list[int], seq: int) -> int:
+    """Where message `seq` is reached from `branch` (its seqs, oldest first, from the first
+    message): `seq` itself when it is on it, else the branch's message at the fork its version
+    leaves from, whose ‹ › switcher leads there."""
+    on = set(branch)
+    child = seq
+    while child not in on:
+        parent = parents.get(child, 0)
+        if parent in on:
+            after = branch.index(parent) + 1
+            return branch[after] if after < len(branch) else seq
+        if parent not in parents:  # a version of the first message
+            return branch[0] if branch else seq
+        child = parent
+    return child
+
+
 def newest_end(parents: dict[int, int], start: int) -> int:
     """Where the branch through `start` ends: down its newest child, again and again (the
     version most recently made there is the one the user last worked on)."""

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db.models import Q
+from django.db.models import F, Q
 
 from compaction.models import Compaction
 
-from .branches import Versions, on_branch, parent_of, versions
+from .branches import Versions, on_branch, parent_of, reached_from, versions
 from .models import Conversation, Message, Pin
 
 SHOWN_BOUNDARIES = [Compaction.Status.COMMITTED, Compaction.Status.UNDONE]
@@ -51,6 +51,47 @@ def current_branch(conversation: Conversation) -> set[int]:
     parents = {seq: parent_of(seq, parent) for seq, parent in pairs}
     end = conversation.leaf_seq if conversation.leaf_seq is not None else max(parents, default=0)
     return set(on_branch(parents, end))
+
+
+@dataclass(frozen=True)
+class Tree:
+    """A conversation that has versions: every message's parent, and the branch on screen."""
+
+    parents: dict[int, int]
+    end: int  # where the branch on screen ends
+
+    def branch(self, end: int | None = None) -> list[int]:
+        return on_branch(self.parents, self.end if end is None else end)
+
+    def off_branch(self, end: int | None = None) -> list[int]:
+        on = set(self.branch(end))
+        return sorted(seq for seq in self.parents if seq not in on)
+
+    def reached_from(self, seq: int) -> int:
+        return reached_from(self.parents, self.branch(), seq)
+
+
+def trees(conversation_ids) -> dict[int, Tree]:
+    """Of these conversations, those with versions, as `Tree`s: one query when none has any, one
+    more over those that do. A conversation has versions when one of its messages follows
+    another than the message just before it (it is a version, or it continues one)."""
+    forked = set(
+        Message.objects.filter(conversation_id__in=conversation_ids, parent_seq__isnull=False)
+        .exclude(parent_seq=F("seq") - 1)
+        .values_list("conversation_id", flat=True)
+        .distinct()
+    )
+    if not forked:
+        return {}
+    rows = Message.objects.filter(conversation_id__in=forked).values_list(
+        "conversation_id", "seq", "parent_seq", "conversation__leaf_seq"
+    )
+    parents: dict[int, dict[int, int]] = {}
+    ends: dict[int, int] = {}
+    for conversation_id, seq, parent, leaf in rows:
+        parents.setdefault(conversation_id, {})[seq] = parent_of(seq, parent)
+        ends[conversation_id] = leaf if leaf is not None else max(seq, ends.get(conversation_id, 0))
+    return {c: Tree(parents[c], ends[c]) for c in parents}
 
 
 def page(

@@ -8,16 +8,20 @@ knows nothing of rarity, so there each term's weight is its inverse document fre
 messages searched, counted from the same candidate rows.
 
 Scope is always one user's conversations (one of them, or all): every query joins the owner.
+Every version of a message is searched (people look for what they wrote in an earlier one too);
+a hit off the branch on screen says so, and where the branch leads to it. The model searches
+only its own branch (`branch_end`): the other versions are not what happened in its history.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from django.db import connection
 
+from chat.transcript import trees
 from compaction.snapshot import as_datetime
 
 from .text import MARK_CLOSE, MARK_OPEN, Query, parse
@@ -38,6 +42,14 @@ class Hit:
     created_at: datetime
     snippet: str  # matched words between MARK_OPEN and MARK_CLOSE
     score: float  # higher is better; comparable within one search only
+    # Another version, off the branch on screen: the branch's message whose ‹ › switcher
+    # leads to it (None: the hit is on the branch).
+    switch_at: int | None = None
+
+    @property
+    def shown_seq(self) -> int:
+        """The message on the page to go to for this hit."""
+        return self.seq if self.switch_at is None else self.switch_at
 
 
 def search(
@@ -46,18 +58,38 @@ def search(
     *,
     conversation_id: int | None = None,
     before_seq: int | None = None,
+    branch_end: int | None = None,
     limit: int = 10,
 ) -> list[Hit]:
-    """The best `limit` messages of `user`'s conversations (or one of them, before `before_seq`)
-    for `text`."""
+    """The best `limit` messages of `user`'s conversations (or one of them, before `before_seq`,
+    and only on the branch ending at `branch_end` when given) for `text`."""
     query = parse(text)
     if query.empty or not user.is_authenticated:
         return []
     limit = max(1, min(int(limit), MAX_LIMIT))
     scope, params = _scope(user, conversation_id, before_seq)
+    only_branch = conversation_id is not None and branch_end is not None
+    if only_branch and (tree := trees([int(conversation_id)]).get(int(conversation_id))):
+        off = tree.off_branch(int(branch_end))
+        if off:
+            scope += f" AND m.seq NOT IN ({', '.join(['%s'] * len(off))})"
+            params += off
     if connection.vendor == "postgresql":
-        return _postgres(query, scope, params, limit)
-    return _sqlite(query, scope, params, limit)
+        hits = _postgres(query, scope, params, limit)
+    else:
+        hits = _sqlite(query, scope, params, limit)
+    return hits if only_branch else _placed(hits)
+
+
+def _placed(hits: list[Hit]) -> list[Hit]:
+    """Hits on other versions marked with where the branch on screen leads to them."""
+    forked = trees({hit.conversation_id for hit in hits}) if hits else {}
+    placed = []
+    for hit in hits:
+        tree = forked.get(hit.conversation_id)
+        at = tree.reached_from(hit.seq) if tree else hit.seq
+        placed.append(hit if at == hit.seq else replace(hit, switch_at=at))
+    return placed
 
 
 def _scope(user, conversation_id: int | None, before_seq: int | None) -> tuple[str, list]:

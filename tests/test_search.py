@@ -222,3 +222,89 @@ def test_a_jump_to_an_old_hit_loads_the_transcript_back_to_it(
     page = client.get(f"/conversations/{conversation.pk}/", {"at": "1"}).content.decode()
     assert 'id="msg-1"' in page and 'id="msg-31"' in page
     assert client.get(f"/conversations/{conversation.pk}/", {"at": "x"}).status_code == 200
+
+
+# --- versions -----------------------------------------------------------------------------------
+
+
+def versioned(conversation) -> None:
+    """1 2 3 4, then message 3 edited as 5 (after 2) with its reply 6: the branch on screen is
+    1 2 5 6; 3 and 4 are the other version."""
+    add(conversation, "plan the trip")
+    add(conversation, "pack the wombat", role="assistant")
+    add(conversation, "wombat by train")
+    add(conversation, "trains are slow", role="assistant")
+    for seq, parent, role, text in [(5, 2, "user", "wombat by car"), (6, 5, "assistant", "ok")]:
+        Message.objects.create(
+            conversation=conversation,
+            seq=seq,
+            parent_seq=parent,
+            role=role,
+            content=[{"type": "text", "text": text}],
+        )
+
+
+def test_hits_on_another_version_say_so_and_lead_to_its_switcher(client, alice, conversation):
+    versioned(conversation)
+    hits = {h.seq: h for h in search(alice, "wombat", conversation_id=conversation.pk)}
+    assert set(hits) == {2, 3, 5}  # every version is searched
+    assert hits[2].switch_at is None and hits[5].switch_at is None
+    assert hits[3].switch_at == 5 and hits[3].shown_seq == 5  # 5's ‹ › leads back to 3
+    assert search(alice, "slow", conversation_id=conversation.pk)[0].shown_seq == 5  # 4 follows 3
+
+    client.force_login(alice)
+    page = client.get("/search/", {"q": "train"}).content.decode()
+    assert f'href="/conversations/{conversation.pk}/?at=5#msg-5"' in page
+    assert "another version" in page and "#3 · You" in page
+    data = client.get(f"/conversations/{conversation.pk}/search.json", {"q": "wombat"}).json()
+    placed = {h["seq"]: (h["on_branch"], h["shown_at"]) for h in data["hits"]}
+    assert placed == {2: (True, 2), 3: (False, 5), 5: (True, 5)}
+
+    # Switched back to the first version: now 5 is the other one.
+    Conversation.objects.filter(pk=conversation.pk).update(leaf_seq=4)
+    hits = {h.seq: h for h in search(alice, "wombat", conversation_id=conversation.pk)}
+    assert hits[3].switch_at is None and hits[5].switch_at == 3
+
+
+def test_placing_hits_costs_one_query_and_one_more_for_versions(alice, conversation):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    add(conversation, "wombat one", "wombat two")
+    with CaptureQueriesContext(connection) as plain:
+        assert all(h.switch_at is None for h in search(alice, "wombat"))
+    for _ in range(3):  # however many conversations have versions
+        versioned(Conversation.objects.create(owner=alice, model="fake-model"))
+    with CaptureQueriesContext(connection) as forked:
+        assert len(search(alice, "wombat", limit=50)) == 11
+    assert len(forked) == len(plain) + 1
+
+
+def test_the_model_recalls_only_its_own_branch(alice, conversation):
+    from tools import recall
+    from tools.values import Context
+
+    versioned(conversation)
+    Message.objects.create(
+        conversation=conversation, seq=7, role="user", content=[{"type": "text", "text": "go?"}]
+    )
+    context = Context(alice.pk, conversation.pk, turn_seq=7)
+    found = recall.search_history(context, {"query": "wombat"})
+    assert "#2 " in found and "#5 " in found and "#3 " not in found
+    read = recall.read_messages(context, {"from_seq": 1, "to_seq": 6})
+    assert [line.split(" ")[0] for line in read.splitlines() if line.startswith("#")] == [
+        "#1",
+        "#2",
+        "#5",
+        "#6",
+    ]
+    # Answering within the other version (asked again at message 4), it reads that one.
+    other = Context(alice.pk, conversation.pk, turn_seq=4)
+    assert "#3 " in recall.search_history(other, {"query": "wombat"})
+    read = recall.read_messages(other, {"from_seq": 1, "to_seq": 6})
+    assert [line.split(" ")[0] for line in read.splitlines() if line.startswith("#")] == [
+        "#1",
+        "#2",
+        "#3",
+        "#4",
+    ]

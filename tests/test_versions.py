@@ -8,7 +8,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from chat import transcript
-from chat.branches import Versions, newest_end, on_branch, parent_of, versions
+from chat.branches import Versions, newest_end, on_branch, parent_of, reached_from, versions
 from chat.models import Conversation, Message
 from compaction.loading import load_window
 from compaction.models import Compaction
@@ -38,6 +38,14 @@ def test_switching_follows_the_newest_version_below():
     assert newest_end(parents, 3) == 4
     assert newest_end(parents, 5) == 7
     assert newest_end(parents, 7) == 7
+
+
+def test_another_version_is_reached_from_the_branch_where_it_forks():
+    parents = {1: 0, 2: 1, 3: 2, 4: 3, 5: 2, 6: 5, 7: 0, 8: 7}  # 7: message 1 edited
+    assert reached_from(parents, [1, 2, 5, 6], 4) == 5  # 4 follows 3, a version of 5
+    assert reached_from(parents, [1, 2, 5, 6], 2) == 2  # on the branch
+    assert reached_from(parents, [7, 8], 6) == 7  # down from a version of the first message
+    assert reached_from(parents, [1, 2, 3, 4], 6) == 3
 
 
 def test_versions_count_siblings_of_one_role_oldest_first():

@@ -1,5 +1,7 @@
 """The built-in recall tools: the model searches and reads its conversation's whole transcript,
-the compacted part included, so nothing folded into a summary is out of its reach.
+the compacted part included, so nothing folded into a summary is out of its reach. Only its own
+branch: other versions of a message (regenerated replies, edited messages) are not part of the
+history it is answering.
 
 Plain synchronous functions over the database (the engine runs them on a database thread); bad
 input raises `ToolError` with a sentence the model can act on.
@@ -10,6 +12,7 @@ from __future__ import annotations
 from django.conf import settings
 
 from chat.models import Message
+from chat.transcript import trees
 from compaction.summarise import render_block
 from search.messages import search
 from search.text import marked
@@ -75,6 +78,7 @@ def search_history(context: Context, arguments: dict) -> str:
         query,
         conversation_id=context.conversation_id,
         before_seq=context.turn_seq,
+        branch_end=context.turn_seq,
         limit=limit,
     )
     if not hits:
@@ -95,11 +99,13 @@ def read_messages(context: Context, arguments: dict) -> str:
     if last < first:
         raise ToolError(f"to_seq ({last}) is before from_seq ({first}).")
     page = settings.READ_MESSAGES_PAGE_CHARS
+    tree = trees([context.conversation_id]).get(context.conversation_id)
     rows = (
         Message.objects.filter(
             conversation_id=context.conversation_id, seq__gte=first, seq__lte=last
         )
         .exclude(status__in=_UNSENT)
+        .exclude(seq__in=tree.off_branch(context.turn_seq) if tree else [])
         .order_by("seq")[: settings.READ_MESSAGES_PAGE_MESSAGES + 1]
     )
     parts, used, following = [], 0, None
