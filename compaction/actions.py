@@ -52,11 +52,12 @@ async def _count(user) -> None:
 
 async def approve(user, conversation_id, compaction_id, summary) -> None:
     row = await db.run(_approve, user, conversation_id, compaction_id, summary)
-    # Replaces any notice about the draft ("waiting for your review") in every tab.
+    # Replaces any notice about the draft ("waiting for your review") in every tab. "Before
+    # #N", not "messages 1 to N-1": with versions, not every number below N is on the branch.
     await broadcast_outcome(
         row,
-        note=f"Summary approved: the model now sees it in place of messages "
-        f"1–{row.first_kept_seq - 1}.",
+        note="Summary approved: the model now sees it in place of the messages before "
+        f"#{row.first_kept_seq}.",
     )
 
 

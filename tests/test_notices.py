@@ -83,8 +83,8 @@ async def test_the_waiting_draft_notice_goes_once_the_draft_is_approved(
     assert WAITING not in text and not hidden
     assert (level, text) == (
         "info",
-        f"Summary approved: the model now sees it in place of messages "
-        f"1–{draft.first_kept_seq - 1}.",
+        "Summary approved: the model now sees it in place of the messages before "
+        f"#{draft.first_kept_seq}.",
     )
     assert re.search(r'<section id="review" class="review" hx-swap-oob="true" hidden>', frames[-1])
     await ws.disconnect()
