@@ -9,17 +9,23 @@ separated from its result.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from compaction.entries import Entry
 
 
-def choose_cut(entries: Sequence[Entry], keep_tokens: int) -> int | None:
+def choose_cut(
+    entries: Sequence[Entry], keep_tokens: int, later_versions: Collection[int] = ()
+) -> int | None:
     """The seq of the new first kept message, or None when nothing can be cut.
 
     Of the safe cut points, the earliest whose tail fits in `keep_tokens` keeps the most history
     verbatim within budget. When none fits, the latest one still keeps the last user turn whole:
     a turn is never split, even if it alone exceeds the budget.
+
+    `later_versions` are messages with an older version (an edited message sent again): a tail
+    starting at one would leave the older version before the boundary, where its ‹ › switcher
+    can no longer reach it, so the next cut point is taken instead, when there is one.
     """
     ordered = sorted(entries, key=lambda e: e.seq)
     # Index 0 is excluded: cutting there would summarise nothing.
@@ -27,10 +33,10 @@ def choose_cut(entries: Sequence[Entry], keep_tokens: int) -> int | None:
     if not candidates:
         return None
     tails = _suffix_tokens(ordered)
-    for i in candidates:
-        if tails[i] <= keep_tokens:
-            return ordered[i].seq
-    return ordered[candidates[-1]].seq
+    # Tails only shrink: the cut points that fit are the last ones.
+    fitting = [i for i in candidates if tails[i] <= keep_tokens] or candidates[-1:]
+    chosen = next((i for i in fitting if ordered[i].seq not in later_versions), fitting[0])
+    return ordered[chosen].seq
 
 
 def _suffix_tokens(ordered: Sequence[Entry]) -> list[int]:

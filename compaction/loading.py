@@ -59,6 +59,19 @@ class WindowState:
     # The window's size after each reply it carries, as the server counted it, oldest first:
     # the chart's latest points.
     per_turn: list[int] = field(default_factory=list, hash=False)
+    # The rows it was built from, every version included (read only when compacting).
+    rows: list[Row] = field(default_factory=list, hash=False, repr=False)
+
+    def later_versions(self) -> set[int]:
+        """Messages after the boundary with an older version there (cut.py avoids them)."""
+        first_kept = self.boundary.first_kept_seq if self.boundary else 1
+        oldest: dict[tuple[int, str], int] = {}  # versions share a parent and a role
+        for r in self.rows:
+            if r.seq >= first_kept:
+                oldest[r.parent, r.role] = min(r.seq, oldest.get((r.parent, r.role), r.seq))
+        return {
+            r.seq for r in self.rows if r.seq >= first_kept and oldest[r.parent, r.role] < r.seq
+        }
 
     def window(self) -> Window:
         return assemble(self.system, self.summary, self.entries, self.pinned_before_cut)
@@ -109,6 +122,7 @@ def build_state(
     not carry are skipped, so callers may pass a superset: newer or unsettled messages, messages
     still queued, other versions, or those before the cut that are not pinned."""
     first_kept = boundary.first_kept_seq if boundary else 1
+    loaded = rows
     if rows:
         parents = {r.seq: r.parent for r in rows if r.seq >= first_kept}
         end = max(parents, default=0) if leaf is None else leaf
@@ -137,6 +151,7 @@ def build_state(
     per_turn = [r.window_tokens for r in rows if r.seq >= first_kept and r.window_tokens]
     return WindowState(
         per_turn=per_turn,
+        rows=loaded,
         system=system,
         summary=summary,
         entries=entries,

@@ -114,7 +114,7 @@ def open_locked(
         clearing = plan(state.entries, state.budget.keep_tokens, settings.TOOL_CLEAR_MIN_CHARS)
         if clearing is not None and _clearing_is_enough(state, clearing, before_reply, incoming):
             return Opened(_clear(conversation, state, clearing), conversation, state, [])
-    cut = choose_cut(state.entries, state.budget.keep_tokens)
+    cut = choose_cut(state.entries, state.budget.keep_tokens, state.later_versions())
     if cut is None:
         raise CompactionRefused(
             "Nothing to compact yet: the window holds only the latest turn, which is always "

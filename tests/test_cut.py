@@ -109,3 +109,13 @@ def test_it_does_not_split_tool_exchanges_across_the_cut():
 def test_it_orders_entries_by_seq():
     entries = [assistant(4), user(3, tokens=1), assistant(2), user(1)]
     assert choose_cut(entries, keep_tokens=11) == 3
+
+
+def test_it_does_not_start_the_tail_at_a_later_version():
+    # 5 is message 3 edited (both follow 2): a tail from 5 would leave 3 before the boundary,
+    # out of reach of 5's switcher.
+    entries = [user(1), assistant(2), user(5), assistant(6), user(7), assistant(8)]
+    assert choose_cut(entries, keep_tokens=40) == 5
+    assert choose_cut(entries, keep_tokens=40, later_versions={5}) == 7
+    # With no later cut point it still cuts: making room comes first.
+    assert choose_cut(entries[:4], keep_tokens=20, later_versions={5}) == 5

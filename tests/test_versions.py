@@ -330,6 +330,38 @@ def _edited_conversation(conversation) -> None:
 
 
 @pytest.mark.django_db
+def test_the_window_knows_which_messages_have_an_older_version(conversation):
+    _edited_conversation(conversation)
+    assert load_window(conversation).later_versions() == {5}  # 6 answers 5: no other version
+    Conversation.objects.filter(pk=conversation.pk).update(leaf_seq=4)  # switched back to 3
+    conversation.refresh_from_db()
+    assert load_window(conversation).later_versions() == {5}  # 3 is the older one still
+    committed_boundary(conversation, first_kept_seq=5)
+    assert load_window(conversation).later_versions() == set()  # 3 is before the boundary
+
+
+@pytest.mark.django_db
+def test_a_compaction_does_not_cut_at_an_edited_message(conversation, settings):
+    from django.db import transaction
+
+    from compaction import run
+
+    settings.CONTEXT_BUDGET_TOKENS, settings.KEEP_TAIL_SHARE = 2_000, 0.25  # keep 500
+    _edited_conversation(conversation)
+    for seq, role in [(7, "user"), (8, "assistant")]:
+        Message.objects.create(
+            conversation=conversation, seq=seq, role=role, content=[{"type": "text", "text": "x"}]
+        )
+    for seq, tokens in {1: 400, 2: 400, 5: 100, 6: 100, 7: 100, 8: 100}.items():
+        Message.objects.filter(conversation=conversation, seq=seq).update(tokens=tokens)
+    # The tail from 5 (400 tokens) would fit, but would leave 3, its older version, behind.
+    with transaction.atomic():
+        locked = Conversation.objects.locked(conversation.pk)
+        opened = run.open_locked(locked, load_window(locked), trigger=Compaction.Trigger.MANUAL)
+    assert opened.row.first_kept_seq == 7
+
+
+@pytest.mark.django_db
 def test_the_admin_shows_every_version_and_which_are_on_the_branch(admin_client, conversation):
     _edited_conversation(conversation)
     html = admin_client.get(f"/admin/chat/conversation/{conversation.pk}/change/").content.decode()
