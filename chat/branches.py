@@ -12,6 +12,7 @@ walks stop at the boundary and never grow with the length of the conversation.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -30,23 +31,6 @@ def on_branch(parents: dict[int, int], leaf: int, first: int = 1) -> list[int]:
         seqs.append(seq)
         seq = parents[seq]
     return seqs[::-1]
-
-
-def reached_from(parents: dict[int, int], branch: list[int], seq: int) -> int:
-    """Where message `seq` is reached from `branch` (its seqs, oldest first, from the first
-    message): `seq` itself when it is on it, else the branch's message at the fork its version
-    leaves from, whose ‹ › switcher leads there."""
-    on = set(branch)
-    child = seq
-    while child not in on:
-        parent = parents.get(child, 0)
-        if parent in on:
-            after = branch.index(parent) + 1
-            return branch[after] if after < len(branch) else seq
-        if parent not in parents:  # a version of the first message
-            return branch[0] if branch else seq
-        child = parent
-    return child
 
 
 def newest_end(parents: dict[int, int], start: int) -> int:
@@ -93,3 +77,61 @@ def versions(
             next=group[i + 1] if i + 1 < len(group) else None,
         )
     return found
+
+
+@dataclass(frozen=True)
+class Fork:
+    """Where a message off the branch leaves it."""
+
+    shown: int  # the branch's message at the fork: the version on screen, where to go
+    switchable: bool  # its ‹ › switcher leads there (not when the fork is compacted)
+
+
+@dataclass(frozen=True)
+class Tree:
+    """A conversation with versions: where each message above `base` follows, and the branch on
+    screen. Nothing forks at or below `base`: those messages are on every branch."""
+
+    parents: dict[int, int]  # seq -> parent, for every message after `base`
+    end: int  # where the branch on screen ends
+    base: int = 0
+    first_kept: int = 1  # the latest boundary's: versions before it are compacted
+
+    @classmethod
+    def of(cls, pairs: Iterable[tuple[int, int | None]], leaf: int | None, **kw) -> Tree:
+        """From (seq, parent_seq) rows and the conversation's `leaf_seq` (None: the newest)."""
+        parents = {seq: parent_of(seq, parent) for seq, parent in pairs}
+        end = leaf if leaf is not None else max(parents, default=kw.get("base", 0))
+        return cls(parents, end, **kw)
+
+    def branch(self, end: int | None = None) -> list[int]:
+        """The branch ending at `end` (None: the one on screen) above `base`, oldest first."""
+        return on_branch(self.parents, self.end if end is None else end, self.base + 1)
+
+    def off_branch(
+        self, end: int | None = None, *, low: int = 1, high: int | None = None
+    ) -> list[int]:
+        """The messages not on the branch ending at `end` (None: on screen), from `low` to
+        `high`."""
+        on = set(self.branch(end))
+        top = max(self.parents, default=0) if high is None else high
+        return sorted(s for s in self.parents if low <= s <= top and s not in on)
+
+    @functools.cached_property
+    def _on_screen(self) -> dict[int, int]:
+        return {seq: i for i, seq in enumerate(self.branch())}
+
+    def fork_of(self, seq: int) -> Fork | None:
+        """None when message `seq` is on the branch on screen; else where it leaves it."""
+        on = self._on_screen
+        if seq <= self.base or seq in on:
+            return None
+        branch = self.branch()
+        version = seq  # down to the version that forks from the branch
+        while (parent := self.parents.get(version, self.base)) > self.base and parent not in on:
+            version = parent
+        after = 0 if parent <= self.base else on[parent] + 1
+        if after >= len(branch):  # the branch ends at the fork: no version of it on screen
+            return Fork(shown=max(parent, 1), switchable=False)
+        shown = branch[after]
+        return Fork(shown=shown, switchable=min(shown, version) >= self.first_kept)

@@ -56,6 +56,9 @@ class UsageColumns(models.Model):
 LISTED = models.Q(deleted_at__isnull=True, archived_at__isnull=True, pinned_at__isnull=True)
 PINNED = models.Q(deleted_at__isnull=True, archived_at__isnull=True, pinned_at__isnull=False)
 ARCHIVED = models.Q(deleted_at__isnull=True, archived_at__isnull=False)
+# A message that follows another than the message just before it: a version, or one continuing
+# a version (chat.branches). Rare, so its partial index finds a conversation's forks at once.
+FORKS = models.Q(parent_seq__isnull=False) & ~models.Q(parent_seq=models.F("seq") - 1)
 
 
 class ConversationQuerySet(models.QuerySet):
@@ -204,7 +207,11 @@ class Message(UsageColumns):
                 fields=["conversation", "seq"],
                 condition=models.Q(status="queued"),
                 name="message_queued",
-            )
+            ),
+            # Versions: where a conversation's branches fork (chat.transcript.trees).
+            models.Index(
+                fields=["conversation", "parent_seq"], condition=FORKS, name="message_fork"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -243,3 +250,8 @@ class Pin(models.Model):
 
     def __str__(self) -> str:
         return f"pin of message {self.message_id}"
+
+
+# A reply not started yet (queued) or a message taken back (cancelled): the page shows no such
+# reply, and neither counts as a version of a message.
+UNSTARTED = (Message.Status.QUEUED, Message.Status.CANCELLED)

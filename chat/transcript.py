@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db.models import F, Q
+from django.db.models import Max, Min, Q
 
 from compaction.models import Compaction
 
-from .branches import Versions, on_branch, parent_of, reached_from, versions
-from .models import Conversation, Message, Pin
+from .branches import Tree, Versions, parent_of, versions
+from .models import FORKS, UNSTARTED, Conversation, Message, Pin
 
 SHOWN_BOUNDARIES = [Compaction.Status.COMMITTED, Compaction.Status.UNDONE]
-UNSTARTED = (Message.Status.QUEUED, Message.Status.CANCELLED)
 
 
 @dataclass
@@ -48,50 +48,45 @@ def current_branch(conversation: Conversation) -> set[int]:
     """Every seq on the branch on screen, from the first message (one query over the whole
     conversation: for exports and the admin, never for a turn)."""
     pairs = conversation.messages.values_list("seq", "parent_seq")
-    parents = {seq: parent_of(seq, parent) for seq, parent in pairs}
-    end = conversation.leaf_seq if conversation.leaf_seq is not None else max(parents, default=0)
-    return set(on_branch(parents, end))
+    return set(Tree.of(pairs, conversation.leaf_seq).branch())
 
 
-@dataclass(frozen=True)
-class Tree:
-    """A conversation that has versions: every message's parent, and the branch on screen."""
-
-    parents: dict[int, int]
-    end: int  # where the branch on screen ends
-
-    def branch(self, end: int | None = None) -> list[int]:
-        return on_branch(self.parents, self.end if end is None else end)
-
-    def off_branch(self, end: int | None = None) -> list[int]:
-        on = set(self.branch(end))
-        return sorted(seq for seq in self.parents if seq not in on)
-
-    def reached_from(self, seq: int) -> int:
-        return reached_from(self.parents, self.branch(), seq)
-
-
-def trees(conversation_ids) -> dict[int, Tree]:
-    """Of these conversations, those with versions, as `Tree`s: one query when none has any, one
-    more over those that do. A conversation has versions when one of its messages follows
-    another than the message just before it (it is a version, or it continues one)."""
-    forked = set(
-        Message.objects.filter(conversation_id__in=conversation_ids, parent_seq__isnull=False)
-        .exclude(parent_seq=F("seq") - 1)
-        .values_list("conversation_id", flat=True)
-        .distinct()
+def trees(conversation_ids: Iterable[int]) -> dict[int, Tree]:
+    """Of these conversations (the caller's own: nothing here checks the owner), those with
+    versions, as `Tree`s: one query over a small index when none has any, two more when some
+    do, reading only their messages after the first fork."""
+    forked = dict(
+        Message.objects.filter(FORKS, conversation_id__in=list(conversation_ids))
+        .order_by()
+        .values("conversation_id")
+        .annotate(base=Min("parent_seq"))
+        .values_list("conversation_id", "base")
     )
     if not forked:
         return {}
-    rows = Message.objects.filter(conversation_id__in=forked).values_list(
+    after_base = Q()
+    for conversation_id, base in forked.items():
+        after_base |= Q(conversation_id=conversation_id, seq__gt=base)
+    rows = Message.objects.filter(after_base).values_list(
         "conversation_id", "seq", "parent_seq", "conversation__leaf_seq"
     )
-    parents: dict[int, dict[int, int]] = {}
-    ends: dict[int, int] = {}
+    pairs: dict[int, list[tuple[int, int | None]]] = {c: [] for c in forked}
+    leaves: dict[int, int | None] = {}
     for conversation_id, seq, parent, leaf in rows:
-        parents.setdefault(conversation_id, {})[seq] = parent_of(seq, parent)
-        ends[conversation_id] = leaf if leaf is not None else max(seq, ends.get(conversation_id, 0))
-    return {c: Tree(parents[c], ends[c]) for c in parents}
+        pairs[conversation_id].append((seq, parent))
+        leaves[conversation_id] = leaf
+    # Boundaries only move forward: the latest committed one keeps from the highest seq.
+    first_kept = dict(
+        Compaction.objects.filter(conversation_id__in=forked, status=Compaction.Status.COMMITTED)
+        .order_by()
+        .values("conversation_id")
+        .annotate(first=Max("first_kept_seq"))
+        .values_list("conversation_id", "first")
+    )
+    return {
+        c: Tree.of(pairs[c], leaves.get(c), base=forked[c], first_kept=first_kept.get(c, 1))
+        for c in forked
+    }
 
 
 def page(

@@ -429,7 +429,7 @@ def conversation_search(request: HttpRequest, conversation_id: int) -> JsonRespo
                     "snippet": marked(h.snippet, "**", "**"),
                     "score": h.score,
                     "created_at": h.created_at.isoformat(),
-                    "on_branch": h.switch_at is None,
+                    "on_branch": h.fork is None,
                     "shown_at": h.shown_seq,
                 }
                 for h in hits

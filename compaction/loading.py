@@ -18,8 +18,8 @@ from django.db import connection
 from django.utils import timezone
 
 import providers
-from chat.branches import on_branch
-from chat.models import USAGE_COLUMNS, Conversation, Message
+from chat.branches import on_branch, versions
+from chat.models import UNSTARTED, USAGE_COLUMNS, Conversation, Message
 from providers.prices import cost
 
 from .chart import sawtooth_svg
@@ -59,19 +59,20 @@ class WindowState:
     # The window's size after each reply it carries, as the server counted it, oldest first:
     # the chart's latest points.
     per_turn: list[int] = field(default_factory=list, hash=False)
-    # The rows it was built from, every version included (read only when compacting).
-    rows: list[Row] = field(default_factory=list, hash=False, repr=False)
+    # The rows it was built from, every version included, as read before the turn's own
+    # messages were stored (read only when a compaction opens).
+    rows: list[Row] = field(default_factory=list, hash=False, repr=False, compare=False)
 
     def later_versions(self) -> set[int]:
-        """Messages after the boundary with an older version there (cut.py avoids them)."""
+        """Messages after the boundary with an older version there, as the page counts them for
+        its ‹ › switchers (cut.py avoids starting the tail at one)."""
         first_kept = self.boundary.first_kept_seq if self.boundary else 1
-        oldest: dict[tuple[int, str], int] = {}  # versions share a parent and a role
-        for r in self.rows:
-            if r.seq >= first_kept:
-                oldest[r.parent, r.role] = min(r.seq, oldest.get((r.parent, r.role), r.seq))
-        return {
-            r.seq for r in self.rows if r.seq >= first_kept and oldest[r.parent, r.role] < r.seq
-        }
+        rows = [
+            (r.seq, r.parent, r.role)
+            for r in self.rows
+            if r.seq >= first_kept and r.status not in UNSTARTED
+        ]
+        return {seq for seq, place in versions(rows, rows).items() if place.previous is not None}
 
     def window(self) -> Window:
         return assemble(self.system, self.summary, self.entries, self.pinned_before_cut)

@@ -9,18 +9,20 @@ messages searched, counted from the same candidate rows.
 
 Scope is always one user's conversations (one of them, or all): every query joins the owner.
 Every version of a message is searched (people look for what they wrote in an earlier one too);
-a hit off the branch on screen says so, and where the branch leads to it. The model searches
-only its own branch (`branch_end`): the other versions are not what happened in its history.
+a hit off the branch on screen says where it leaves the branch. The model searches only its own
+branch (`search_branch`): the other versions are not what happened in its history.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
 from django.db import connection
 
+from chat.branches import Fork
 from chat.transcript import trees
 from compaction.snapshot import as_datetime
 
@@ -42,14 +44,13 @@ class Hit:
     created_at: datetime
     snippet: str  # matched words between MARK_OPEN and MARK_CLOSE
     score: float  # higher is better; comparable within one search only
-    # Another version, off the branch on screen: the branch's message whose ‹ › switcher
-    # leads to it (None: the hit is on the branch).
-    switch_at: int | None = None
+    # Another version, off the branch on screen: where it leaves the branch (None: on it).
+    fork: Fork | None = None
 
     @property
     def shown_seq(self) -> int:
         """The message on the page to go to for this hit."""
-        return self.seq if self.switch_at is None else self.switch_at
+        return self.seq if self.fork is None else self.fork.shown
 
 
 def search(
@@ -57,39 +58,53 @@ def search(
     text: str,
     *,
     conversation_id: int | None = None,
-    before_seq: int | None = None,
-    branch_end: int | None = None,
     limit: int = 10,
 ) -> list[Hit]:
-    """The best `limit` messages of `user`'s conversations (or one of them, before `before_seq`,
-    and only on the branch ending at `branch_end` when given) for `text`."""
+    """People's search: the best `limit` messages of `user`'s conversations (or one of them)
+    for `text`, every version included, those off the branch on screen marked."""
+    hits = _search(user, text, conversation_id, limit=limit)
+    forked = trees({hit.conversation_id for hit in hits}) if hits else {}
+    return [
+        replace(hit, fork=tree.fork_of(hit.seq))
+        if (tree := forked.get(hit.conversation_id))
+        else hit
+        for hit in hits
+    ]
+
+
+def search_branch(
+    user, text: str, conversation_id: int, end: int | None, *, limit: int
+) -> list[Hit]:
+    """The model's search: one conversation's messages before `end` on the branch ending there
+    (None: the whole branch on screen)."""
+    if parse(text).empty:
+        return []
+    tree = trees([conversation_id]).get(conversation_id)
+    high = None if end is None else end - 1
+    off = tree.off_branch(end, high=high) if tree else []
+    return _search(user, text, conversation_id, before_seq=end, excluded=off, limit=limit)
+
+
+def _search(
+    user,
+    text: str,
+    conversation_id: int | None,
+    *,
+    before_seq: int | None = None,
+    excluded: Sequence[int] = (),
+    limit: int,
+) -> list[Hit]:
     query = parse(text)
     if query.empty or not user.is_authenticated:
         return []
     limit = max(1, min(int(limit), MAX_LIMIT))
     scope, params = _scope(user, conversation_id, before_seq)
-    only_branch = conversation_id is not None and branch_end is not None
-    if only_branch and (tree := trees([int(conversation_id)]).get(int(conversation_id))):
-        off = tree.off_branch(int(branch_end))
-        if off:
-            scope += f" AND m.seq NOT IN ({', '.join(['%s'] * len(off))})"
-            params += off
+    if excluded:
+        scope += f" AND m.seq NOT IN ({', '.join(['%s'] * len(excluded))})"
+        params += excluded
     if connection.vendor == "postgresql":
-        hits = _postgres(query, scope, params, limit)
-    else:
-        hits = _sqlite(query, scope, params, limit)
-    return hits if only_branch else _placed(hits)
-
-
-def _placed(hits: list[Hit]) -> list[Hit]:
-    """Hits on other versions marked with where the branch on screen leads to them."""
-    forked = trees({hit.conversation_id for hit in hits}) if hits else {}
-    placed = []
-    for hit in hits:
-        tree = forked.get(hit.conversation_id)
-        at = tree.reached_from(hit.seq) if tree else hit.seq
-        placed.append(hit if at == hit.seq else replace(hit, switch_at=at))
-    return placed
+        return _postgres(query, scope, params, limit)
+    return _sqlite(query, scope, params, limit)
 
 
 def _scope(user, conversation_id: int | None, before_seq: int | None) -> tuple[str, list]:

@@ -7,12 +7,19 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
+from chat.branches import Fork
 from chat.models import Conversation, Message
+from chat.transcript import trees
 from search.messages import search
 from search.text import MARK_CLOSE, MARK_OPEN, parse, searchable_text
 from tests.conftest import receive_until, socket_for
+from tests.transcripts import committed_boundary
 from tests.waiting import settle
+from tools import recall
+from tools.values import Context, ToolError
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -248,14 +255,14 @@ def test_hits_on_another_version_say_so_and_lead_to_its_switcher(client, alice, 
     versioned(conversation)
     hits = {h.seq: h for h in search(alice, "wombat", conversation_id=conversation.pk)}
     assert set(hits) == {2, 3, 5}  # every version is searched
-    assert hits[2].switch_at is None and hits[5].switch_at is None
-    assert hits[3].switch_at == 5 and hits[3].shown_seq == 5  # 5's ‹ › leads back to 3
+    assert hits[2].fork is None and hits[5].fork is None
+    assert hits[3].fork == Fork(shown=5, switchable=True)  # 5's ‹ › leads back to 3
     assert search(alice, "slow", conversation_id=conversation.pk)[0].shown_seq == 5  # 4 follows 3
 
     client.force_login(alice)
     page = client.get("/search/", {"q": "train"}).content.decode()
     assert f'href="/conversations/{conversation.pk}/?at=5#msg-5"' in page
-    assert "another version" in page and "#3 · You" in page
+    assert "another version<" in page and "#3 · You" in page
     data = client.get(f"/conversations/{conversation.pk}/search.json", {"q": "wombat"}).json()
     placed = {h["seq"]: (h["on_branch"], h["shown_at"]) for h in data["hits"]}
     assert placed == {2: (True, 2), 3: (False, 5), 5: (True, 5)}
@@ -263,48 +270,72 @@ def test_hits_on_another_version_say_so_and_lead_to_its_switcher(client, alice, 
     # Switched back to the first version: now 5 is the other one.
     Conversation.objects.filter(pk=conversation.pk).update(leaf_seq=4)
     hits = {h.seq: h for h in search(alice, "wombat", conversation_id=conversation.pk)}
-    assert hits[3].switch_at is None and hits[5].switch_at == 3
+    assert hits[3].fork is None and hits[5].fork == Fork(shown=3, switchable=True)
 
 
-def test_placing_hits_costs_one_query_and_one_more_for_versions(alice, conversation):
-    from django.db import connection
-    from django.test.utils import CaptureQueriesContext
+def test_a_compacted_other_version_is_not_promised_a_switcher(client, alice, conversation):
+    versioned(conversation)
+    add(conversation, "more", "and more")  # 7 and 8 follow 6
+    committed_boundary(conversation, first_kept_seq=7)  # 5 and 3 are folded into the summary
+    hits = {h.seq: h for h in search(alice, "train", conversation_id=conversation.pk)}
+    assert hits[3].fork == hits[4].fork == Fork(shown=5, switchable=False)
+    client.force_login(alice)
+    page = client.get("/search/", {"q": "train"}).content.decode()
+    assert "another version, compacted" in page and "whose ‹ › switch" not in page
 
+
+def test_placing_hits_costs_one_query_and_two_more_for_versions(alice, bob, conversation):
     add(conversation, "wombat one", "wombat two")
+    versioned(Conversation.objects.create(owner=bob, model="fake-model"))  # not alice's
     with CaptureQueriesContext(connection) as plain:
-        assert all(h.switch_at is None for h in search(alice, "wombat"))
+        assert all(h.fork is None for h in search(alice, "wombat"))
     for _ in range(3):  # however many conversations have versions
         versioned(Conversation.objects.create(owner=alice, model="fake-model"))
     with CaptureQueriesContext(connection) as forked:
         assert len(search(alice, "wombat", limit=50)) == 11
-    assert len(forked) == len(plain) + 1
+    assert len(forked) == len(plain) + 2
+
+
+def test_the_forks_are_found_through_their_own_index(alice, conversation):
+    versioned(conversation)
+    with CaptureQueriesContext(connection) as queries:
+        trees([conversation.pk])
+    sql = queries.captured_queries[0]["sql"]
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("SET LOCAL enable_seqscan = off")
+        cursor.execute(
+            ("EXPLAIN QUERY PLAN " if connection.vendor == "sqlite" else "EXPLAIN ") + sql
+        )
+        plan = " ".join(str(row) for row in cursor.fetchall())
+    assert "message_fork" in plan, plan
 
 
 def test_the_model_recalls_only_its_own_branch(alice, conversation):
-    from tools import recall
-    from tools.values import Context
-
     versioned(conversation)
-    Message.objects.create(
-        conversation=conversation, seq=7, role="user", content=[{"type": "text", "text": "go?"}]
-    )
+    add(conversation, "go?")  # 7, after 6
     context = Context(alice.pk, conversation.pk, turn_seq=7)
     found = recall.search_history(context, {"query": "wombat"})
     assert "#2 " in found and "#5 " in found and "#3 " not in found
-    read = recall.read_messages(context, {"from_seq": 1, "to_seq": 6})
-    assert [line.split(" ")[0] for line in read.splitlines() if line.startswith("#")] == [
-        "#1",
-        "#2",
-        "#5",
-        "#6",
-    ]
+    assert read_seqs(context, 1, 6) == [1, 2, 5, 6]
     # Answering within the other version (asked again at message 4), it reads that one.
     other = Context(alice.pk, conversation.pk, turn_seq=4)
     assert "#3 " in recall.search_history(other, {"query": "wombat"})
-    read = recall.read_messages(other, {"from_seq": 1, "to_seq": 6})
-    assert [line.split(" ")[0] for line in read.splitlines() if line.startswith("#")] == [
-        "#1",
-        "#2",
-        "#3",
-        "#4",
-    ]
+    assert read_seqs(other, 1, 6) == [1, 2, 3, 4]
+    # With no turn (a call from outside one), the branch on screen.
+    outside = Context(alice.pk, conversation.pk)
+    assert "#3 " not in recall.search_history(outside, {"query": "wombat"})
+    assert read_seqs(outside, 1, 7) == [1, 2, 5, 6, 7]
+
+
+def test_the_model_reads_up_to_its_own_turn(alice, conversation):
+    add(conversation, "one", "two", "three", "four")
+    context = Context(alice.pk, conversation.pk, turn_seq=2)
+    assert read_seqs(context, 1, 4) == [1, 2]
+    with pytest.raises(ToolError, match="after #2 are this turn's own"):
+        recall.read_messages(context, {"from_seq": 3, "to_seq": 4})
+
+
+def read_seqs(context, first: int, last: int) -> list[int]:
+    read = recall.read_messages(context, {"from_seq": first, "to_seq": last})
+    return [int(line.split(" ")[0][1:]) for line in read.splitlines() if line.startswith("#")]

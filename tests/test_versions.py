@@ -8,7 +8,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from chat import transcript
-from chat.branches import Versions, newest_end, on_branch, parent_of, reached_from, versions
+from chat.branches import Fork, Tree, Versions, newest_end, on_branch, parent_of, versions
 from chat.models import Conversation, Message
 from compaction.loading import load_window
 from compaction.models import Compaction
@@ -41,11 +41,21 @@ def test_switching_follows_the_newest_version_below():
 
 
 def test_another_version_is_reached_from_the_branch_where_it_forks():
-    parents = {1: 0, 2: 1, 3: 2, 4: 3, 5: 2, 6: 5, 7: 0, 8: 7}  # 7: message 1 edited
-    assert reached_from(parents, [1, 2, 5, 6], 4) == 5  # 4 follows 3, a version of 5
-    assert reached_from(parents, [1, 2, 5, 6], 2) == 2  # on the branch
-    assert reached_from(parents, [7, 8], 6) == 7  # down from a version of the first message
-    assert reached_from(parents, [1, 2, 3, 4], 6) == 3
+    # 1 2 3 4, then 3 edited as 5 with its reply 6, and message 1 edited as 7 with its reply 8.
+    pairs = [(1, None), (2, None), (3, None), (4, None), (5, 2), (6, None), (7, 0), (8, None)]
+    tree = Tree.of(pairs, leaf=6)
+    assert tree.branch() == [1, 2, 5, 6] and tree.off_branch() == [3, 4, 7, 8]
+    assert tree.fork_of(2) is None  # on the branch
+    assert tree.fork_of(4) == Fork(shown=5, switchable=True)  # 4 follows 3, a version of 5
+    assert tree.fork_of(8) == Fork(shown=1, switchable=True)  # down from a version of message 1
+    assert Tree.of(pairs, leaf=8).fork_of(6) == Fork(shown=7, switchable=True)
+    # Compacted up to 6: the versions at 2 are folded away, no switcher leads there.
+    assert Tree.of(pairs, leaf=6, first_kept=6).fork_of(4) == Fork(shown=5, switchable=False)
+    # Loaded above the first fork (base 2): messages up to it are on every branch.
+    above = Tree.of([p for p in pairs if p[0] > 2 and p[0] < 7], leaf=6, base=2)
+    assert above.branch() == [5, 6] and above.fork_of(1) is None and above.fork_of(2) is None
+    assert above.fork_of(4) == Fork(shown=5, switchable=True)
+    assert above.branch(4) == [3, 4] and above.off_branch(4, high=5) == [5]
 
 
 def test_versions_count_siblings_of_one_role_oldest_first():

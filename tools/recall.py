@@ -14,7 +14,7 @@ from django.conf import settings
 from chat.models import Message
 from chat.transcript import trees
 from compaction.summarise import render_block
-from search.messages import search
+from search.messages import search_branch
 from search.text import marked
 
 from .values import Context, ToolError
@@ -73,13 +73,8 @@ def search_history(context: Context, arguments: dict) -> str:
     if not isinstance(query, str) or not query.strip():
         raise ToolError("Give a query: the words or question to search this conversation for.")
     limit = _integer(arguments, "limit", 5, 1, 20)
-    hits = search(
-        context.owner,
-        query,
-        conversation_id=context.conversation_id,
-        before_seq=context.turn_seq,
-        branch_end=context.turn_seq,
-        limit=limit,
+    hits = search_branch(
+        context.owner, query, context.conversation_id, context.turn_seq, limit=limit
     )
     if not hits:
         return f"No message of this conversation matches {query!r}."
@@ -98,14 +93,23 @@ def read_messages(context: Context, arguments: dict) -> str:
     offset = _integer(arguments, "offset", 0, 0, None)
     if last < first:
         raise ToolError(f"to_seq ({last}) is before from_seq ({first}).")
+    if context.turn_seq is not None and first > context.turn_seq:
+        raise ToolError(
+            f"Messages after #{context.turn_seq} are this turn's own, or not sent yet: read "
+            f"up to #{context.turn_seq}."
+        )
     page = settings.READ_MESSAGES_PAGE_CHARS
+    # Up to its own turn (what follows it is the turn itself, or messages queued behind it),
+    # on the branch that leads there.
+    high = last if context.turn_seq is None else min(last, context.turn_seq)
     tree = trees([context.conversation_id]).get(context.conversation_id)
+    off = tree.off_branch(context.turn_seq, low=first, high=high) if tree else []
     rows = (
         Message.objects.filter(
-            conversation_id=context.conversation_id, seq__gte=first, seq__lte=last
+            conversation_id=context.conversation_id, seq__gte=first, seq__lte=high
         )
         .exclude(status__in=_UNSENT)
-        .exclude(seq__in=tree.off_branch(context.turn_seq) if tree else [])
+        .exclude(seq__in=off)
         .order_by("seq")[: settings.READ_MESSAGES_PAGE_MESSAGES + 1]
     )
     parts, used, following = [], 0, None
