@@ -1,0 +1,175 @@
+"""Where a turn's CPU goes: the app's turn against the bare provider exchange, in one process.
+
+Run by hand (`.venv/bin/python bench/turn_cpu.py`, `--help` for the flags); not a test.
+
+`bench/load.py` says how far the app is from a bare relay under load; this says where the
+difference goes, without the load's noise. Both halves run in this process, one after the other,
+against `tests/fake_anthropic.py` (its own process, every reply the same `--words` words at once):
+
+- the reference: `bench/relay.py`'s consumer, which relays the provider's stream (the official
+  SDK, the conversation so far as the request) and does nothing else;
+- the app: the real websocket consumer, engine, database (SQLite, a fresh file) and SDK, with the
+  share spent on the database threads (`chat.db.run`: the send's transaction and the reply's
+  close) counted apart.
+
+Both are driven through the same channels test communicator (standing in for the browser), so
+its small cost is in both figures.
+
+Each of `--conversations` conversations runs `--turns` turns, like one chat of a load run; the
+first `--warm` of each are not measured. Process CPU covers every thread, the database threads
+too. The ratio is `bench/load.py`'s "x relay" without the load: how many replies one core serves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+from inprocess import setup_django, without_background  # noqa: E402 - bench/ is on the path
+
+ROOT = Path(__file__).resolve().parent.parent
+MODEL = "claude-bench"
+SYSTEM = "Be brief."  # as bench/relay.py
+FINISHED = re.compile(
+    r'<article id="msg-\d+" class="message assistant[^>]*data-status="(complete|error|interrupted)"'
+)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--conversations", type=int, default=8, help="conversations (default 8)")
+    p.add_argument("--turns", type=int, default=40, help="turns in each (default 40)")
+    p.add_argument("--warm", type=int, default=10, help="first turns not measured (default 10)")
+    p.add_argument("--words", type=int, default=30, help="words per reply (default 30)")
+    return p.parse_args(argv)
+
+
+def question(i: int) -> str:
+    return f"Question number {i} about the thing we discussed"
+
+
+async def turns(connect, args: argparse.Namespace) -> float:
+    """CPU seconds per measured turn over sockets from `connect()` (one per conversation)."""
+    spent, measured = 0.0, 0
+    for _ in range(args.conversations):
+        socket = await connect()
+        for i in range(args.turns):
+            before = time.process_time()
+            await socket.send_to(text_data=json.dumps({"action": "send", "message": question(i)}))
+            while not (done := FINISHED.search(await socket.receive_from(timeout=30))):
+                pass
+            if done.group(1) != "complete":
+                raise SystemExit(f"a reply ended {done.group(1)}: is the fake provider up?")
+            if i >= args.warm:
+                spent += time.process_time() - before
+                measured += 1
+        await socket.disconnect()
+    return spent / measured
+
+
+async def relay(args: argparse.Namespace) -> float:
+    """The reference: bench/relay.py's consumer over the same test sockets."""
+    from channels.testing import WebsocketCommunicator
+    from relay import RelayConsumer
+
+    async def connect():
+        socket = WebsocketCommunicator(RelayConsumer.as_asgi(), "/ws/conversations/1/")
+        await socket.connect()
+        return socket
+
+    return await turns(connect, args)
+
+
+async def app(args: argparse.Namespace) -> tuple[float, dict[str, float]]:
+    """The app's CPU seconds per turn, and per turn on the database threads by function."""
+    from asgiref.sync import sync_to_async
+    from channels.routing import URLRouter
+    from channels.testing import WebsocketCommunicator
+    from django.contrib.auth import get_user_model
+
+    from chat import db
+    from chat.models import Conversation
+    from config.asgi import websocket_urlpatterns
+
+    on_threads: Counter[str] = Counter()
+    call = db._call
+
+    def timed(function):
+        started = time.thread_time()
+        try:
+            return call(function)
+        finally:
+            on_threads[getattr(function, "func", function).__name__] += time.thread_time() - started
+
+    db._call = timed
+    user = await sync_to_async(get_user_model().objects.create_user)("bench", password="bench")
+
+    async def connect():
+        conversation = await sync_to_async(Conversation.objects.create)(
+            owner=user, model=MODEL, system_prompt=SYSTEM
+        )
+        socket = WebsocketCommunicator(
+            URLRouter(websocket_urlpatterns), f"/ws/conversations/{conversation.pk}/"
+        )
+        socket.scope["user"] = user
+        await socket.connect()
+        return socket
+
+    per_turn = await turns(connect, args)
+    # Every turn's database work, warm-up turns included: divided by all of them.
+    every = args.conversations * args.turns
+    return per_turn, {name: seconds / every for name, seconds in on_threads.items()}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    provider = subprocess.Popen(
+        [sys.executable, "-m", "tests.fake_anthropic", "--port", "0", "--words", str(args.words)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        url = provider.stdout.readline().strip()
+        setup_django(
+            {
+                "DJANGO_DEBUG": "false",
+                "DJANGO_SECRET_KEY": "bench-turn-cpu-not-a-secret",
+                "LLM_PROVIDER": "anthropic",
+                "ANTHROPIC_BASE_URL": url,
+                "ANTHROPIC_API_KEY": "bench",
+                "CHAT_MODEL": MODEL,
+                "LLM_MAX_RETRIES": "0",
+            },
+            prefix="turn-cpu-",
+        )
+        without_background()
+        reference = asyncio.run(relay(args))
+        turn, threads = asyncio.run(app(args))
+    finally:
+        provider.terminate()
+        provider.wait()
+    measured = args.conversations * (args.turns - args.warm)
+    print(
+        f"{measured} turns ({args.conversations} conversations, turns {args.warm + 1} to "
+        f"{args.turns} of each), replies of {args.words} words; CPU per turn, all threads:"
+    )
+    print(f"  bench/relay.py's consumer                        {1000 * reference:6.2f} ms")
+    print(f"  the app's turn                                   {1000 * turn:6.2f} ms  ", end="")
+    print(f"(the app serves {reference / turn:.2f}x the relay's turns per CPU second)")
+    for name, seconds in sorted(threads.items(), key=lambda item: -item[1]):
+        print(f"    on the database threads: {name:<25} {1000 * seconds:6.2f} ms")
+    rest = turn - sum(threads.values())
+    print(f"    the rest (event loop: consumer, engine, SDK)   {1000 * rest:6.2f} ms")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
