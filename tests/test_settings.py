@@ -55,3 +55,11 @@ def test_production_settings_are_secure_by_default():
         check=True,
     )
     assert result.stdout.split() == ["False", "True", "True", "False"]
+
+
+def test_the_server_process_keeps_what_it_loaded_out_of_the_collectors_way():
+    import gc
+
+    import config.asgi  # noqa: F401 - the server's entry point freezes what it loaded
+
+    assert gc.get_freeze_count() > 10_000
