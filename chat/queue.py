@@ -324,6 +324,7 @@ def _claim_oldest(conversation: Conversation, seen: Snapshot, *, compact: bool) 
 # The statements every turn runs are written out: the ORM spent far longer building them than
 # the database spent running them. Values still go through the fields' own adaptation.
 _CONVERSATION_FIELDS = Conversation._meta.concrete_fields
+_CONVERSATION_ATTNAMES = [f.attname for f in _CONVERSATION_FIELDS]
 # From the streaming replies (a partial index holds only those, whatever the history) to their
 # conversations: how many of the user's others are streaming now.
 _STREAMING_ELSEWHERE = (
@@ -386,7 +387,7 @@ def _lock(
         found = cursor.fetchone()
     if found is None:
         return None
-    values = {}
+    values = []
     columns_found = found[: len(_CONVERSATION_FIELDS)]  # then the count, when asked for
     for field, value in zip(_CONVERSATION_FIELDS, columns_found, strict=True):
         if isinstance(field, DateTimeField):
@@ -395,8 +396,9 @@ def _lock(
             value = bool(value)
         elif isinstance(field, JSONField):
             value = field.from_db_value(value, None, connection)
-        values[field.attname] = value
-    conversation = Conversation(**values)
+        values.append(value)
+    # As the ORM builds a row it read: positional, and known to be in the database.
+    conversation = Conversation.from_db(connection.alias, _CONVERSATION_ATTNAMES, values)
     if extra:
         conversation.streaming_elsewhere = found[-1]
     return conversation
