@@ -185,7 +185,7 @@ def test_archived_conversations_leave_the_list_and_are_listed_apart(client, alic
 @pytest.mark.django_db
 def test_deleting_another_conversation_stays_on_the_page_and_undo_restores_it(client, alice):
     other = _make(alice, "Shopping list", ago=timedelta(days=3))
-    here = _make(alice, "Open one", ago=timedelta(minutes=1))
+    here = _make(alice, "Open one", ago=-timedelta(minutes=1))  # "Today", just after midnight too
     client.force_login(alice)
     response = client.post(f"/conversations/{other.pk}/delete/", {"current": here.pk}, headers=HTMX)
     assert response.status_code == 200 and "HX-Redirect" not in response
