@@ -98,11 +98,18 @@ class Tree:
     first_kept: int = 1  # the latest boundary's: versions before it are compacted
 
     @classmethod
-    def of(cls, pairs: Iterable[tuple[int, int | None]], leaf: int | None, **kw) -> Tree:
+    def of(
+        cls,
+        pairs: Iterable[tuple[int, int | None]],
+        leaf: int | None,
+        *,
+        base: int = 0,
+        first_kept: int = 1,
+    ) -> Tree:
         """From (seq, parent_seq) rows and the conversation's `leaf_seq` (None: the newest)."""
         parents = {seq: parent_of(seq, parent) for seq, parent in pairs}
-        end = leaf if leaf is not None else max(parents, default=kw.get("base", 0))
-        return cls(parents, end, **kw)
+        end = leaf if leaf is not None else max(parents, default=base)
+        return cls(parents, end, base, first_kept)
 
     def branch(self, end: int | None = None) -> list[int]:
         """The branch ending at `end` (None: the one on screen) above `base`, oldest first."""

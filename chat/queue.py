@@ -33,7 +33,7 @@ from compaction import run as compaction
 from compaction.loading import Panel, WindowState, budget_for, load_figures, state_of
 from compaction.models import Compaction
 from compaction.policy import must_compact_before_send
-from compaction.snapshot import SETTLED, Snapshot, as_datetime, read_snapshot
+from compaction.snapshot import SETTLED, Snapshot, as_datetime, read_snapshot, version_rows
 from compaction.tokens import estimate_content, estimate_text
 from search.text import searchable_text
 
@@ -207,11 +207,8 @@ def new_version(user, conversation_id, seq, text: str | None = None) -> NewVersi
 def _new_versions(seen: Snapshot, made: Message) -> dict[int, Versions]:
     """Where a new version stands among the others (shown on its bubble as it starts): the
     rows with its parent and role."""
-    first_kept = seen.boundary.first_kept_seq if seen.boundary else 1
-    rows = [(r.seq, r.parent, r.role) for r in seen.rows if r.status in SETTLED]
-    rows = [row for row in rows if row[0] >= first_kept]  # compacted versions are out of reach
-    made_row = (made.seq, made.parent, made.role)
-    return versions([*rows, made_row], [made_row])
+    made_row = (made.seq, made.parent, made.role)  # not read yet, or read still queued
+    return versions([*version_rows(seen.rows, seen.boundary), made_row], [made_row])
 
 
 def switch_version(user, conversation_id, seq, to) -> Conversation:

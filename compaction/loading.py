@@ -19,7 +19,7 @@ from django.utils import timezone
 
 import providers
 from chat.branches import on_branch, versions
-from chat.models import UNSTARTED, USAGE_COLUMNS, Conversation, Message
+from chat.models import USAGE_COLUMNS, Conversation, Message
 from providers.prices import cost
 
 from .chart import sawtooth_svg
@@ -27,7 +27,7 @@ from .clearing import cleared
 from .entries import Entry
 from .models import Compaction
 from .policy import Budget
-from .snapshot import QUEUED, SETTLED, Row, Snapshot, read_snapshot
+from .snapshot import QUEUED, SETTLED, Row, Snapshot, read_snapshot, version_rows
 from .tokens import (
     MESSAGE_OVERHEAD,
     estimate_content,
@@ -64,14 +64,9 @@ class WindowState:
     rows: list[Row] = field(default_factory=list, hash=False, repr=False, compare=False)
 
     def later_versions(self) -> set[int]:
-        """Messages after the boundary with an older version there, as the page counts them for
-        its ‹ › switchers (cut.py avoids starting the tail at one)."""
-        first_kept = self.boundary.first_kept_seq if self.boundary else 1
-        rows = [
-            (r.seq, r.parent, r.role)
-            for r in self.rows
-            if r.seq >= first_kept and r.status not in UNSTARTED
-        ]
+        """Messages after the boundary with an older version there (cut.py avoids starting the
+        tail at one)."""
+        rows = version_rows(self.rows, self.boundary)
         return {seq for seq, place in versions(rows, rows).items() if place.previous is not None}
 
     def window(self) -> Window:

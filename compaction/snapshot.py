@@ -25,7 +25,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from chat.branches import parent_of
-from chat.models import Message
+from chat.models import UNSTARTED, Message
 
 from .entries import Entry
 from .models import Compaction
@@ -217,6 +217,16 @@ def read_snapshot(conversation_id: int, *, with_rows: bool = True) -> Snapshot:
         next_queued_seq=queued_seq,
         has_draft=bool(draft),
     )
+
+
+def version_rows(rows: list[Row], boundary: Compaction | None) -> list[tuple[int, int, str]]:
+    """(seq, parent, role) of the rows that count as versions, as the page counts them for its
+    ‹ › switchers: after the boundary (before it they are compacted, out of reach), and neither
+    a reply still queued nor a message taken back."""
+    first_kept = boundary.first_kept_seq if boundary else 1
+    return [
+        (r.seq, r.parent, r.role) for r in rows if r.seq >= first_kept and r.status not in UNSTARTED
+    ]
 
 
 def _read(conversation_id: int, with_rows: bool, after: int) -> list[tuple]:

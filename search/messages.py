@@ -62,7 +62,7 @@ def search(
 ) -> list[Hit]:
     """People's search: the best `limit` messages of `user`'s conversations (or one of them)
     for `text`, every version included, those off the branch on screen marked."""
-    hits = _search(user, text, conversation_id, limit=limit)
+    hits = _search(user, parse(text), conversation_id, limit=limit)
     forked = trees({hit.conversation_id for hit in hits}) if hits else {}
     return [
         replace(hit, fork=tree.fork_of(hit.seq))
@@ -77,24 +77,24 @@ def search_branch(
 ) -> list[Hit]:
     """The model's search: one conversation's messages before `end` on the branch ending there
     (None: the whole branch on screen)."""
-    if parse(text).empty:
+    query = parse(text)
+    if query.empty:
         return []
     tree = trees([conversation_id]).get(conversation_id)
     high = None if end is None else end - 1
     off = tree.off_branch(end, high=high) if tree else []
-    return _search(user, text, conversation_id, before_seq=end, excluded=off, limit=limit)
+    return _search(user, query, conversation_id, before_seq=end, excluded=off, limit=limit)
 
 
 def _search(
     user,
-    text: str,
+    query: Query,
     conversation_id: int | None,
     *,
     before_seq: int | None = None,
     excluded: Sequence[int] = (),
     limit: int,
 ) -> list[Hit]:
-    query = parse(text)
     if query.empty or not user.is_authenticated:
         return []
     limit = max(1, min(int(limit), MAX_LIMIT))
