@@ -72,14 +72,14 @@ def test_edit_a_message_and_send_it_again(chat):
 
 def test_a_search_hit_on_another_version_leads_to_its_switcher(chat, server):
     page = chat
-    turn(page, "First, about kestrels, KESTREL.")
+    turn(page, "First, about ptarmigans, PTARMIGAN.")
     mine = bubble(page, 1)
     mine.get_by_text("Edit", exact=True).click()
     mine.get_by_label("Edited message 1").fill("First, about ospreys instead, OSPREY.")
     mine.get_by_role("button", name="Send as a new version").click()
     wait_complete(page, 4)
 
-    page.goto(f"{server}/search/?q=kestrel")
+    page.goto(f"{server}/search/?q=ptarmigan")
     hit = page.locator(".search-hit").filter(has_text="#1 · You")
     expect(hit).to_contain_text("another version")
     hit.get_by_role("link").click()
@@ -87,4 +87,4 @@ def test_a_search_hit_on_another_version_leads_to_its_switcher(chat, server):
     # The link opens the version on screen, whose switcher leads back to the hit.
     expect(bubble(page, 3).locator(".version-count")).to_have_text("2 / 2")
     bubble(page, 3).get_by_role("button", name="Previous version").click()
-    expect(bubble(page, 1)).to_contain_text("KESTREL")
+    expect(bubble(page, 1)).to_contain_text("PTARMIGAN")
