@@ -1,17 +1,19 @@
 """Streamed text out to every tab, coalesced: at most one frame per interval.
 
 A model sends a delta per token; sending each through the channel layer would make fan-out cost
-grow with the number of tokens. The stream loop only appends text here; a small task sends what
-has gathered, the first delta at once (first-token latency is what users feel) and then at most
-one frame every DELTA_INTERVAL_MS. The reply's bubble (the `preface`) rides in the first frame,
-or goes alone if no text has come within one interval.
+grow with the number of tokens. The stream loop only appends text here; the first delta goes at
+once (first-token latency is what users feel), and then at most one frame every
+DELTA_INTERVAL_MS. The reply's bubble (the `preface`) rides in the first frame, or goes alone if
+no text has come within one interval.
+
+A delta costs a list append: the next frame is a timer callback scheduled when text first waits,
+not a task woken per delta, and frames go out one at a time, in order (text that gathers while a
+frame is going out follows it in the next).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import time
 
 from . import broadcast, fragments
 
@@ -21,25 +23,34 @@ class DeltaRelay:
         self.conversation_id = conversation_id
         self.seq = seq
         self.interval = interval
+        self._loop = asyncio.get_running_loop()
         self._preface = preface
         self._pending: list[str] = []
-        self._ready = asyncio.Event()
-        self._closed = asyncio.Event()
+        self._timer: asyncio.TimerHandle | None = None  # the next frame, when one is due
+        self._sending: asyncio.Future | None = None  # the frame going out
         self._last_sent = float("-inf")
-        self._task = asyncio.ensure_future(self._send_loop())
+        self._closed = False
+        if preface:  # the bubble goes alone if no text comes within an interval
+            self._timer = self._loop.call_later(interval, self._flush)
 
     def add(self, text: str) -> None:
-        if text:
-            self._pending.append(text)
-            self._ready.set()
+        if not text or self._closed:
+            return
+        self._pending.append(text)
+        if self._preface:  # the first text: at once, with the bubble
+            self._cancel_timer()
+            self._flush()
+        elif self._timer is None and self._sending is None:
+            self._schedule()
 
     async def close(self) -> str:
         """Stop after the frame in flight, if any. Text still pending is not sent: the reply's
         final frame follows at once and replaces the bubble whole. Returns the preface if no
         frame carried it: the final frame must carry it then."""
-        self._closed.set()
-        self._ready.set()
-        await asyncio.gather(asyncio.shield(self._task), return_exceptions=True)
+        self._closed = True
+        self._cancel_timer()
+        if self._sending is not None:
+            await asyncio.gather(asyncio.shield(self._sending), return_exceptions=True)
         preface, self._preface = self._preface, ""
         return preface
 
@@ -49,30 +60,34 @@ class DeltaRelay:
         preface = await self.close()
         await broadcast.html(self.conversation_id, preface + frame)
         self._pending.clear()
-        self._closed.clear()
-        self._ready.clear()
-        self._task = asyncio.ensure_future(self._send_loop())
+        self._closed = False
 
-    async def _send_loop(self) -> None:
-        while True:
-            if self._preface:  # the first text, or one interval: then the bubble goes, text or not
-                await _wait(self._ready, self.interval)
-            else:
-                await self._ready.wait()
-                await _wait(self._closed, self._last_sent + self.interval - time.monotonic())
-            if self._closed.is_set():
-                return
-            self._ready.clear()
-            text, self._pending = "".join(self._pending), []
-            frame, self._preface = self._preface, ""
-            if text:
-                self._last_sent = time.monotonic()
-                frame += fragments.delta(self.seq, text)
-            await broadcast.html(self.conversation_id, frame)
+    def _schedule(self) -> None:
+        delay = self._last_sent + self.interval - self._loop.time()
+        if delay > 0:
+            self._timer = self._loop.call_later(delay, self._flush)
+        else:
+            self._flush()
 
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
-async def _wait(event: asyncio.Event, seconds: float) -> None:
-    """Until the event is set or the seconds have passed, whichever comes first."""
-    if seconds > 0:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(event.wait(), seconds)
+    def _flush(self) -> None:
+        self._timer = None
+        if self._closed:
+            return
+        text, self._pending = "".join(self._pending), []
+        frame, self._preface = self._preface, ""
+        if text:
+            self._last_sent = self._loop.time()
+            frame += fragments.delta(self.seq, text)
+        if frame:
+            self._sending = asyncio.ensure_future(broadcast.html(self.conversation_id, frame))
+            self._sending.add_done_callback(self._sent)
+
+    def _sent(self, sending: asyncio.Future) -> None:
+        self._sending = None
+        if self._pending and not self._closed:
+            self._schedule()

@@ -1,0 +1,136 @@
+"""The streamed text's coalescing (chat/coalesce.py): frames do not grow with the deltas."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from chat import broadcast, fragments
+from chat.coalesce import DeltaRelay
+
+LONG = 3600.0  # an interval no test waits out: what goes out before it is what goes at once
+BUBBLE = "<article>bubble</article>"
+
+
+class Frames:
+    """Stands in for the channel layer: keeps each frame; `gate` (when set) holds every send
+    until it is opened, as a slow layer would."""
+
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+        self.arrived = asyncio.Event()
+        self.gate: asyncio.Event | None = None
+
+    async def html(self, conversation_id: int, fragment: str) -> None:
+        if self.gate is not None:
+            await self.gate.wait()
+        self.sent.append(fragment)
+        self.arrived.set()
+
+    async def until(self, count: int) -> None:
+        while len(self.sent) < count:
+            self.arrived.clear()
+            await asyncio.wait_for(self.arrived.wait(), 5)
+
+
+@pytest.fixture
+def frames(monkeypatch) -> Frames:
+    fake = Frames()
+    monkeypatch.setattr(broadcast, "html", fake.html)
+    return fake
+
+
+async def settle() -> None:
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+async def test_the_first_delta_goes_at_once_with_the_bubble_and_a_burst_waits(frames):
+    relay = DeltaRelay(7, 2, LONG, preface=BUBBLE)
+    for i in range(500):
+        relay.add(f"w{i} ")
+    await settle()
+    # One frame for 500 deltas: the bubble with the first; the rest wait for the interval.
+    assert frames.sent == [BUBBLE + fragments.delta(2, "w0 ")]
+    # Closing drops what waits (the final frame replaces the bubble whole) and sends nothing.
+    assert await relay.close() == ""
+    await settle()
+    assert len(frames.sent) == 1
+
+
+async def test_what_gathers_goes_in_one_frame_in_order(frames):
+    relay = DeltaRelay(7, 2, 0.001, preface=BUBBLE)
+    relay.add("a")
+    for word in ["b", "c", "d<e"]:
+        relay.add(word)
+    await frames.until(2)
+    assert frames.sent == [BUBBLE + fragments.delta(2, "a"), fragments.delta(2, "bcd<e")]
+    assert "d&lt;e" in frames.sent[1]  # model text is escaped
+    relay.add("f")
+    await frames.until(3)
+    assert frames.sent[2] == fragments.delta(2, "f")
+    await relay.close()
+
+
+async def test_the_bubble_goes_alone_when_no_text_comes_within_an_interval(frames):
+    relay = DeltaRelay(7, 2, 0.001, preface=BUBBLE)
+    await frames.until(1)
+    assert frames.sent == [BUBBLE]
+    assert await relay.close() == ""  # carried already: the final frame need not
+
+
+async def test_closed_before_any_frame_the_bubble_is_handed_to_the_final_frame(frames):
+    relay = DeltaRelay(7, 2, LONG, preface=BUBBLE)
+    assert await relay.close() == BUBBLE
+    await settle()
+    assert frames.sent == []
+    relay.add("late")  # after close: nothing goes
+    await settle()
+    assert frames.sent == []
+
+
+async def test_a_slow_send_holds_the_next_frame_and_gathers_text_behind_it(frames):
+    frames.gate = asyncio.Event()
+    relay = DeltaRelay(7, 2, 0.0, preface=BUBBLE)
+    relay.add("one ")
+    await settle()
+    for word in ["two ", "three ", "four"]:
+        relay.add(word)  # the first frame is still going out: these wait behind it
+    await settle()
+    assert frames.sent == []
+    frames.gate.set()
+    await frames.until(2)
+    await settle()
+    assert frames.sent == [
+        BUBBLE + fragments.delta(2, "one "),
+        fragments.delta(2, "two three four"),
+    ]
+    await relay.close()
+
+
+async def test_close_waits_for_the_frame_in_flight(frames):
+    frames.gate = asyncio.Event()
+    relay = DeltaRelay(7, 2, LONG, preface=BUBBLE)
+    relay.add("x")
+    closing = asyncio.ensure_future(relay.close())
+    await settle()
+    assert not closing.done()  # the frame is still going out
+    frames.gate.set()
+    assert await closing == ""
+    assert frames.sent == [BUBBLE + fragments.delta(2, "x")]
+
+
+async def test_a_checkpoint_sends_its_frame_after_the_one_in_flight_and_goes_on(frames):
+    relay = DeltaRelay(7, 2, 0.0, preface=BUBBLE)
+    relay.add("step one")
+    relay.add(" pending")  # dropped: the checkpoint's frame re-renders the bubble whole
+    await relay.checkpoint("<article>whole</article>")
+    relay.add("step two")
+    await frames.until(3)
+    assert frames.sent == [
+        BUBBLE + fragments.delta(2, "step one"),
+        "<article>whole</article>",
+        fragments.delta(2, "step two"),
+    ]
+    await relay.close()
