@@ -125,30 +125,20 @@ class AnthropicClient:
                 "(or ANTHROPIC_BASE_URL for a local server), or LLM_PROVIDER=demo."
             )
         client = _sdk_client(self._config)
+        system, messages, tools = request.system, request.messages, list(request.tools)
+        if request.cache_head is not None:
+            system, messages, tools = with_breakpoints(
+                system, messages, tools, head=request.cache_head, latest=request.cache_latest
+            )
         try:
-            with warnings.catch_warnings(record=True) as caught:
-                # The SDK warns (DeprecationWarning) when the model is nearing end-of-life. The
-                # model is the operator's choice, so say it in the log instead of raising under
-                # `-W error` or repeating it on every turn.
-                warnings.simplefilter("always")
-                system, messages, tools = request.system, request.messages, list(request.tools)
-                if request.cache_head is not None:
-                    system, messages, tools = with_breakpoints(
-                        system,
-                        messages,
-                        tools,
-                        head=request.cache_head,
-                        latest=request.cache_latest,
-                    )
-                manager = client.messages.stream(
-                    model=request.model,
-                    max_tokens=request.max_tokens,
-                    system=system or anthropic.omit,
-                    messages=messages,
-                    tools=tools or anthropic.omit,
-                )
-            for w in caught:
-                _log_once(str(w.message))
+            manager = _open(
+                client,
+                request.model,
+                max_tokens=request.max_tokens,
+                system=system or anthropic.omit,
+                messages=messages,
+                tools=tools or anthropic.omit,
+            )
             async with manager as sdk_stream:
                 response = sdk_stream.response
                 if "json" in response.headers.get("content-type", ""):
@@ -417,6 +407,27 @@ def _short(text: str, limit: int = 300) -> str:
 
 
 _logged: set[str] = set()
+
+
+# Models the SDK had nothing to warn about when asked for them: their requests skip catching
+# warnings, which copies and resets the process's warning filters.
+_no_warnings: set[str] = set()
+
+
+def _open(client: anthropic.AsyncAnthropic, model: str, **params):
+    """The SDK's stream manager for `model`. The SDK warns (DeprecationWarning) when a model
+    is nearing end-of-life; the model is the operator's choice, so that is said once in the log
+    instead of raising under `-W error` or repeating it on every turn."""
+    if model in _no_warnings:
+        return client.messages.stream(model=model, **params)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        manager = client.messages.stream(model=model, **params)
+    for w in caught:
+        _log_once(str(w.message))
+    if not caught:
+        _no_warnings.add(model)
+    return manager
 
 
 def _log_once(message: str) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import time
 from contextlib import aclosing
@@ -290,12 +291,24 @@ async def test_anthropic_forced_without_key_or_url_raises_readably(settings):
     assert "ANTHROPIC_API_KEY" in err.value.reason
 
 
-async def test_a_deprecated_model_name_is_logged_not_raised(fake_anthropic, settings):
-    # The SDK emits a DeprecationWarning for models nearing end-of-life; the suite runs with
-    # -W error::DeprecationWarning, so this would fail if the warning escaped.
-    reply = await ask(model="claude-sonnet-4-5")
+async def test_a_deprecated_model_name_is_logged_not_raised(fake_anthropic, settings, caplog):
+    # The SDK emits a DeprecationWarning for models nearing end-of-life (its own list); the
+    # suite runs with -W error::DeprecationWarning, so this would fail if the warning escaped.
+    from anthropic._data import DEPRECATED_MODELS
 
-    assert reply.text == "Hello from the fake server."
+    model = next(iter(DEPRECATED_MODELS))
+    with caplog.at_level(logging.WARNING, logger="providers.anthropic"):
+        for _ in range(2):
+            reply = await ask(model=model)
+            assert reply.text == "Hello from the fake server."
+        quiet = await ask(model="claude-bench-quiet")
+        assert quiet.text == "Hello from the fake server."
+
+    # Said once; a model it warns about is never taken as quiet, one it did not warn about is.
+    said = [r.getMessage() for r in caplog.records if model in r.getMessage()]
+    assert len(said) == 1 and "end-of-life" in said[0]
+    assert model not in anthropic_provider._no_warnings
+    assert "claude-bench-quiet" in anthropic_provider._no_warnings
 
 
 async def test_zero_usage_is_unknown_not_zero(fake_anthropic):
