@@ -48,6 +48,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--turns", type=int, default=40, help="turns in each (default 40)")
     p.add_argument("--warm", type=int, default=10, help="first turns not measured (default 10)")
     p.add_argument("--words", type=int, default=30, help="words per reply (default 30)")
+    p.add_argument(
+        "--stream-seconds",
+        type=float,
+        default=0.0,
+        help="the provider streams each reply over this long (default 0: all at once)",
+    )
     return p.parse_args(argv)
 
 
@@ -131,7 +137,8 @@ async def app(args: argparse.Namespace) -> tuple[float, dict[str, float]]:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     provider = subprocess.Popen(
-        [sys.executable, "-m", "tests.fake_anthropic", "--port", "0", "--words", str(args.words)],
+        [sys.executable, "-m", "tests.fake_anthropic", "--port", "0", "--words", str(args.words)]
+        + ["--stream-seconds", str(args.stream_seconds)],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         text=True,

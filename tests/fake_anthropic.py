@@ -582,29 +582,38 @@ class _StandaloneServer(_Server):
 
 
 class _Standalone(FakeAnthropic):
-    """Answers every request with the same reply at once; keeps no record of requests."""
+    """Answers every request with the same reply, its first delta at once and the last one
+    `stream_seconds` later (0: all at once); keeps no record of requests."""
 
-    def __init__(self, chunks: list[str]) -> None:
+    def __init__(self, chunks: list[str], stream_seconds: float = 0.0) -> None:
         super().__init__()
         self._chunks = chunks
+        self._delay = stream_seconds / max(1, len(chunks) - 1)
         self.cache = None  # a load benchmark's provider stays cheap: no accounting
 
     def _take(self, body: dict, headers: dict[str, str]) -> _Script:
-        return _Script("reply", list(self._chunks), _usage(None, self._chunks))
+        chunks = list(self._chunks)
+        return _Script("reply", chunks, _usage(None, chunks), delay=self._delay)
 
 
 def main(argv: list[str] | None = None) -> None:
-    """`python -m tests.fake_anthropic --port 0 --words 30`: serve until interrupted; the first
-    line printed is the base URL."""
+    """`python -m tests.fake_anthropic --port 0 --words 30 [--stream-seconds S]`: serve until
+    interrupted; the first line printed is the base URL."""
     import argparse
 
     p = argparse.ArgumentParser(description="Run the fake Anthropic Messages server standalone.")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=0, help="0 picks a free port (default)")
     p.add_argument("--words", type=int, default=30, help="words in every reply (default 30)")
+    p.add_argument(
+        "--stream-seconds",
+        type=float,
+        default=0.0,
+        help="from a reply's first delta to its last, evenly spaced (default 0: all at once)",
+    )
     args = p.parse_args(argv)
     server = _StandaloneServer((args.host, args.port), _Handler)
-    server.fake = _Standalone(standalone_chunks(max(1, args.words)))
+    server.fake = _Standalone(standalone_chunks(max(1, args.words)), max(0.0, args.stream_seconds))
     serve(server)
 
 
