@@ -1,14 +1,16 @@
 """Streamed text out to every tab, coalesced: at most one frame per interval.
 
 A model sends a delta per token; sending each through the channel layer would make fan-out cost
-grow with the number of tokens. The stream loop only appends text here; the first delta goes at
-once (first-token latency is what users feel), and then at most one frame every
-DELTA_INTERVAL_MS. The reply's bubble (the `preface`) rides in the first frame, or goes alone if
-no text has come within one interval.
+grow with the number of tokens. The stream loop only appends text here; the first text goes at
+once (first-token latency is what users feel: "at once" is the loop's next turn, so deltas that
+came in one read go together), and then at most one frame every DELTA_INTERVAL_MS. The reply's
+bubble (the `preface`) rides in the first frame, or goes alone if no text has come within one
+interval. When the stream ends, what is still pending goes at once too: the final frame, which
+replaces the bubble whole, waits for the reply to be saved.
 
-A delta costs a list append: the next frame is a timer callback scheduled when text first waits,
-not a task woken per delta, and frames go out one at a time, in order (text that gathers while a
-frame is going out follows it in the next).
+A delta costs a list append: the next frame is a callback scheduled when text first waits, not a
+task woken per delta, and frames go out one at a time, in order (text that gathers while a frame
+is going out follows it in the next).
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ class DeltaRelay:
         self._loop = asyncio.get_running_loop()
         self._preface = preface
         self._pending: list[str] = []
-        self._timer: asyncio.TimerHandle | None = None  # the next frame, when one is due
+        self._timer: asyncio.Handle | None = None  # the next frame, when one is due
+        self._first_due = False  # the first text's frame is due (the bubble's timer gone)
         self._sending: asyncio.Future | None = None  # the frame going out
         self._last_sent = float("-inf")
         self._closed = False
@@ -37,19 +40,22 @@ class DeltaRelay:
         if not text or self._closed:
             return
         self._pending.append(text)
-        if self._preface:  # the first text: at once, with the bubble
+        if self._preface and not self._first_due:
             self._cancel_timer()
-            self._flush()
+            self._timer, self._first_due = self._loop.call_soon(self._flush), True
         elif self._timer is None and self._sending is None:
             self._schedule()
 
-    async def close(self) -> str:
-        """Stop after the frame in flight, if any. Text still pending is not sent: the reply's
-        final frame follows at once and replaces the bubble whole. Returns the preface if no
-        frame carried it: the final frame must carry it then."""
+    async def close(self, *, send_pending: bool = True) -> str:
+        """Stop: after the frame in flight, send what is still pending (unless `send_pending`
+        is false) and wait for it. Returns the preface if no frame carried it: the final frame
+        must carry it then."""
         self._closed = True
         self._cancel_timer()
         if self._sending is not None:
+            await asyncio.gather(asyncio.shield(self._sending), return_exceptions=True)
+        if send_pending and self._pending:
+            self._send()
             await asyncio.gather(asyncio.shield(self._sending), return_exceptions=True)
         preface, self._preface = self._preface, ""
         return preface
@@ -57,7 +63,7 @@ class DeltaRelay:
     async def checkpoint(self, frame: str) -> None:
         """Between two steps of a turn: send `frame` (the bubble re-rendered whole, so text
         still pending is in it) after the frame in flight, then relay the next step's text."""
-        preface = await self.close()
+        preface = await self.close(send_pending=False)
         await broadcast.html(self.conversation_id, preface + frame)
         self._pending.clear()
         self._closed = False
@@ -67,7 +73,7 @@ class DeltaRelay:
         if delay > 0:
             self._timer = self._loop.call_later(delay, self._flush)
         else:
-            self._flush()
+            self._timer = self._loop.call_soon(self._flush)
 
     def _cancel_timer(self) -> None:
         if self._timer is not None:
@@ -76,8 +82,11 @@ class DeltaRelay:
 
     def _flush(self) -> None:
         self._timer = None
-        if self._closed:
-            return
+        if not self._closed:
+            self._send()
+
+    def _send(self) -> None:
+        """What has gathered (and the bubble, if no frame carried it yet) as one frame."""
         text, self._pending = "".join(self._pending), []
         frame, self._preface = self._preface, ""
         if text:

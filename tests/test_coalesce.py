@@ -46,22 +46,27 @@ async def settle() -> None:
         await asyncio.sleep(0)
 
 
-async def test_the_first_delta_goes_at_once_with_the_bubble_and_a_burst_waits(frames):
+async def test_a_burst_goes_at_once_in_one_frame_with_the_bubble(frames):
     relay = DeltaRelay(7, 2, LONG, preface=BUBBLE)
-    for i in range(500):
-        relay.add(f"w{i} ")
+    words = [f"w{i} " for i in range(500)]
+    for word in words:  # deltas that came in one read
+        relay.add(word)
     await settle()
-    # One frame for 500 deltas: the bubble with the first; the rest wait for the interval.
-    assert frames.sent == [BUBBLE + fragments.delta(2, "w0 ")]
-    # Closing drops what waits (the final frame replaces the bubble whole) and sends nothing.
+    # One frame for 500 deltas, at once: the bubble with all of them.
+    assert frames.sent == [BUBBLE + fragments.delta(2, "".join(words))]
+    relay.add("later ")
+    relay.add("still")
+    await settle()
+    assert len(frames.sent) == 1  # within the interval: they wait
+    # Closing sends what waits at once (the final frame waits for the reply to be saved).
     assert await relay.close() == ""
-    await settle()
-    assert len(frames.sent) == 1
+    assert frames.sent[1:] == [fragments.delta(2, "later still")]
 
 
-async def test_what_gathers_goes_in_one_frame_in_order(frames):
+async def test_what_gathers_within_an_interval_goes_in_one_frame_in_order(frames):
     relay = DeltaRelay(7, 2, 0.001, preface=BUBBLE)
     relay.add("a")
+    await frames.until(1)
     for word in ["b", "c", "d<e"]:
         relay.add(word)
     await frames.until(2)
@@ -109,28 +114,30 @@ async def test_a_slow_send_holds_the_next_frame_and_gathers_text_behind_it(frame
     await relay.close()
 
 
-async def test_close_waits_for_the_frame_in_flight(frames):
+async def test_close_waits_for_the_frame_in_flight_then_sends_what_gathered(frames):
     frames.gate = asyncio.Event()
     relay = DeltaRelay(7, 2, LONG, preface=BUBBLE)
     relay.add("x")
+    await settle()
+    relay.add("y")  # behind the frame going out
     closing = asyncio.ensure_future(relay.close())
     await settle()
     assert not closing.done()  # the frame is still going out
     frames.gate.set()
     assert await closing == ""
-    assert frames.sent == [BUBBLE + fragments.delta(2, "x")]
+    assert frames.sent == [BUBBLE + fragments.delta(2, "x"), fragments.delta(2, "y")]
 
 
 async def test_a_checkpoint_sends_its_frame_after_the_one_in_flight_and_goes_on(frames):
-    relay = DeltaRelay(7, 2, 0.0, preface=BUBBLE)
+    relay = DeltaRelay(7, 2, LONG, preface=BUBBLE)
     relay.add("step one")
-    relay.add(" pending")  # dropped: the checkpoint's frame re-renders the bubble whole
+    await settle()
+    relay.add(" pending")  # not sent: the checkpoint's frame re-renders the bubble whole
     await relay.checkpoint("<article>whole</article>")
     relay.add("step two")
-    await frames.until(3)
+    await relay.close()
     assert frames.sent == [
         BUBBLE + fragments.delta(2, "step one"),
         "<article>whole</article>",
         fragments.delta(2, "step two"),
     ]
-    await relay.close()
