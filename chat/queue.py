@@ -25,7 +25,7 @@ from dataclasses import field as dataclass_field
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, connections, transaction
 from django.db.models import BooleanField, DateTimeField, Exists, JSONField, OuterRef, Q
 from django.utils import timezone
 
@@ -401,6 +401,13 @@ def _lock(
     return conversation
 
 
+def _this_thread_connection():
+    """The database connection itself, for the per-field preparation below: `connection` is a
+    proxy that looks the thread's connection up on every attribute, and each field's
+    preparation reads several (dozens of lookups per row)."""
+    return connections[DEFAULT_DB_ALIAS]
+
+
 def _insert(*rows: Message) -> None:
     now = timezone.now()
     for row in rows:
@@ -408,11 +415,10 @@ def _insert(*rows: Message) -> None:
         row.search_text = searchable_text(row.content)
     columns = ", ".join(f.column for f in _MESSAGE_FIELDS)
     one = "(" + ", ".join(["%s"] * len(_MESSAGE_FIELDS)) + ")"
-    params = [
-        f.get_db_prep_save(getattr(r, f.attname), connection) for r in rows for f in _MESSAGE_FIELDS
-    ]
+    db = _this_thread_connection()
+    params = [f.get_db_prep_save(getattr(r, f.attname), db) for r in rows for f in _MESSAGE_FIELDS]
     try:
-        with connection.cursor() as cursor:
+        with db.cursor() as cursor:
             cursor.execute(
                 f"INSERT INTO chat_message ({columns}) "  # noqa: S608 - no input
                 f"VALUES {', '.join([one] * len(rows))} RETURNING id",
@@ -603,10 +609,9 @@ def _finish_row(reply: Message) -> bool:
     fields += ["updated_at"]
     reply.updated_at = timezone.now()
     reply.search_text = searchable_text(reply.content)
-    values = [
-        Message._meta.get_field(f).get_db_prep_save(getattr(reply, f), connection) for f in fields
-    ]
-    with connection.cursor() as cursor:
+    db = _this_thread_connection()
+    values = [Message._meta.get_field(f).get_db_prep_save(getattr(reply, f), db) for f in fields]
+    with db.cursor() as cursor:
         cursor.execute(
             "UPDATE chat_message SET "  # noqa: S608 - the field names are ours
             + ", ".join(f"{f} = %s" for f in fields)
