@@ -46,14 +46,19 @@ def test_regenerate_then_switch_between_the_versions(chat, server):
     ]
 
 
+def send_edited(page, seq: int, text: str) -> None:
+    """Edit the user's message `seq` in its bubble and send it as a new version."""
+    mine = bubble(page, seq)
+    mine.get_by_text("Edit", exact=True).click()
+    mine.get_by_label(f"Edited message {seq}").fill(text)
+    mine.get_by_role("button", name="Send as a new version").click()
+
+
 def test_edit_a_message_and_send_it_again(chat):
     page = chat
     turn(page, "First, about falcons, FALCON.")
     turn(page, "Second, about herons, HERON.")
-    mine = bubble(page, 3)
-    mine.get_by_text("Edit", exact=True).click()
-    mine.get_by_label("Edited message 3").fill("Second, about egrets instead, EGRET.")
-    mine.get_by_role("button", name="Send as a new version").click()
+    send_edited(page, 3, "Second, about egrets instead, EGRET.")
     wait_complete(page, 6)
     expect(bubble(page, 3)).to_have_count(0)
     expect(bubble(page, 4)).to_have_count(0)
@@ -73,10 +78,7 @@ def test_edit_a_message_and_send_it_again(chat):
 def test_a_search_hit_on_another_version_leads_to_its_switcher(chat, server):
     page = chat
     turn(page, "First, about ptarmigans, PTARMIGAN.")
-    mine = bubble(page, 1)
-    mine.get_by_text("Edit", exact=True).click()
-    mine.get_by_label("Edited message 1").fill("First, about ospreys instead, OSPREY.")
-    mine.get_by_role("button", name="Send as a new version").click()
+    send_edited(page, 1, "First, about ospreys instead, OSPREY.")
     wait_complete(page, 4)
 
     page.goto(f"{server}/search/?q=ptarmigan")
