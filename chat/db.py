@@ -1,10 +1,21 @@
 """The one way async code touches the database: `await db.run(function, *args)`.
 
-`function` is a plain synchronous function (usually a whole transaction). It runs on a small pool
-of database threads, each with its own connection, so users' database work runs side by side
-instead of queueing on the single thread that `sync_to_async`'s default (thread-sensitive) mode
-and Django's async ORM methods share process-wide. Connections are checked and recycled around
-each call exactly as Django does around a request (`CONN_MAX_AGE`, `CONN_HEALTH_CHECKS`).
+`function` is a plain synchronous function (usually a whole transaction). Where it runs depends
+on the database:
+
+- PostgreSQL (any server database): on a small pool of database threads, each with its own
+  connection, so users' database work runs side by side while the event loop goes on, instead of
+  queueing on the single thread that `sync_to_async`'s default (thread-sensitive) mode and
+  Django's async ORM methods share process-wide.
+- SQLite: on the event loop's own thread, start to end. SQLite is a library inside this process
+  with one writer at a time, and a turn's transactions take a millisecond or two of CPU, so a
+  pool only added waiting: under 100 chats a send's transaction took 52 ms of wall time for
+  2.7 ms of CPU (every return from SQLite's C code waited for the interpreter lock, and writers
+  slept in SQLite's busy handler while the lock sat free), after waiting 1.4 s for a free thread
+  (bench/load.py; see the README's figures).
+
+Connections are checked and recycled around each call exactly as Django does around a request
+(`CONN_MAX_AGE`, `CONN_HEALTH_CHECKS`).
 """
 
 from __future__ import annotations
@@ -16,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 
 from django.conf import settings
-from django.db import close_old_connections, connections
+from django.db import DEFAULT_DB_ALIAS, close_old_connections, connections
 
 _executor: ThreadPoolExecutor | None = None
 
@@ -29,11 +40,34 @@ def _pool() -> ThreadPoolExecutor:
 
 
 def _call[R](function: Callable[..., R]) -> R:
-    close_old_connections()
+    # A connection inside a transaction (a test's) is left alone, as Django leaves it.
+    in_transaction = connections[DEFAULT_DB_ALIAS].in_atomic_block
+    if not in_transaction:
+        close_old_connections()
     try:
         return function()
     finally:
-        close_old_connections()
+        if not in_transaction:
+            close_old_connections()
+
+
+def _on_this_thread[R](function: Callable[..., R]) -> R:
+    """Run `function` on the event loop's thread. Django refuses database work where an event
+    loop runs, because an `await` inside could interleave other work with a transaction; a
+    plain synchronous function cannot await, so for its duration this thread is not running
+    the loop."""
+    loop = asyncio.events._get_running_loop()
+    asyncio.events._set_running_loop(None)
+    try:
+        return _call(function)
+    finally:
+        asyncio.events._set_running_loop(loop)
+
+
+def _is_sqlite() -> bool:
+    # From the settings, not the connection: where an event loop runs, Django's connections are
+    # per task (a context variable), and asking one would set up a connection object per task.
+    return connections.settings[DEFAULT_DB_ALIAS]["ENGINE"] == "django.db.backends.sqlite3"
 
 
 def close_after_request(**kwargs) -> None:
@@ -48,6 +82,8 @@ def close_after_request(**kwargs) -> None:
 
 
 async def run[**P, R](function: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
+    if _is_sqlite():
+        return _on_this_thread(partial(function, *args, **kwargs))
     # The executor directly, not asgiref's sync_to_async: nothing here needs its thread-local
     # bookkeeping, and this runs a few times every turn. The context is carried over as
     # sync_to_async would.

@@ -1,0 +1,70 @@
+"""`chat.db.run`: where a turn's database work runs. On SQLite, on the event loop's own thread
+(no hand-off to a pool, whose threads only waited for the interpreter lock and SQLite's one
+writer); on PostgreSQL, on the pool of database threads, each with its own connection."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+from django.db import connection, transaction
+
+from chat import db
+from chat.models import Conversation
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+sqlite_only = pytest.mark.skipif(connection.vendor != "sqlite", reason="SQLite runs inline")
+server_only = pytest.mark.skipif(connection.vendor == "sqlite", reason="a server uses the pool")
+
+
+def _where() -> tuple[int, str]:
+    return threading.get_ident(), threading.current_thread().name
+
+
+def _titles(owner_id: int) -> list[str]:
+    with transaction.atomic():
+        return list(Conversation.objects.filter(owner_id=owner_id).values_list("title", flat=True))
+
+
+def _fail() -> None:
+    raise ValueError("inside")
+
+
+@sqlite_only
+async def test_on_sqlite_the_work_runs_on_the_loop_thread_with_the_orm_allowed(alice):
+    await Conversation.objects.acreate(owner=alice, model="claude-test", title="Kept")
+    assert (await db.run(_where))[0] == threading.get_ident()
+    # Django refuses the ORM where an event loop runs; inside the call it is allowed...
+    assert await db.run(_titles, alice.pk) == ["Kept"]
+    # ...and afterwards this thread runs the loop again, even after a failure inside.
+    with pytest.raises(ValueError, match="inside"):
+        await db.run(_fail)
+    assert asyncio.get_running_loop() is not None
+    with pytest.raises(Exception, match="async context"):
+        list(Conversation.objects.all())
+
+
+@sqlite_only
+async def test_on_sqlite_calls_from_many_tasks_each_run_whole(alice):
+    """Nothing can interleave with a call: it has no await. Many tasks at once each see their
+    own transaction from start to end."""
+
+    def bump(conversation_id: int) -> int:
+        with transaction.atomic():
+            row = Conversation.objects.get(pk=conversation_id)
+            row.title = str(int(row.title) + 1)
+            row.save(update_fields=["title"])
+            return int(row.title)
+
+    conversation = await Conversation.objects.acreate(owner=alice, model="m", title="0")
+    seen = await asyncio.gather(*(db.run(bump, conversation.pk) for _ in range(50)))
+    assert sorted(seen) == list(range(1, 51))
+
+
+@server_only
+async def test_on_a_server_database_the_work_runs_on_the_pool():
+    ident, name = await db.run(_where)
+    assert ident != threading.get_ident()
+    assert name.startswith("db")
