@@ -16,12 +16,13 @@ writes the summaries: a proper `<analysis>`/`<summary>` answer of bounded size.
 The "without compaction" series is the naive window: system prompt + every message so far, from
 the per-message token counts stored on the transcript rows.
 
-Database queries are counted per turn on every thread (`tests.queries.all_queries`: the engine
-works on database threads); a non-compaction turn late in the conversation must cost exactly as
-many queries as one early on (exit status 1 otherwise). The engine's process-wide heartbeat and
-sweep (`chat.engine._background`) is replaced by a coroutine that returns at once, as in
-tests/test_per_turn_cost.py: it runs a few queries every TURN_HEARTBEAT_SECONDS whatever the
-load, which is not a turn's cost and would land in whichever turn its timer happened to hit.
+Database queries are counted per turn on every thread (`tests.queries.all_queries`: on
+PostgreSQL the engine works on database threads); a non-compaction turn late in the
+conversation must cost exactly as many queries as one early on (exit status 1 otherwise). The
+engine's process-wide heartbeat and sweep (`chat.engine._background`) is replaced by a
+coroutine that returns at once, as in tests/test_per_turn_cost.py: it runs a few queries every
+TURN_HEARTBEAT_SECONDS whatever the load, which is not a turn's cost and would land in whichever
+turn its timer happened to hit.
 """
 
 from __future__ import annotations

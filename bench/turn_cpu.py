@@ -9,15 +9,15 @@ against `tests/fake_anthropic.py` (its own process, every reply the same `--word
 - the reference: `bench/relay.py`'s consumer, which relays the provider's stream (the official
   SDK, the conversation so far as the request) and does nothing else;
 - the app: the real websocket consumer, engine, database (SQLite, a fresh file) and SDK, with the
-  share spent on the database threads (`chat.db.run`: the send's transaction and the reply's
-  close) counted apart.
+  share spent in its database calls (`chat.db.run`: the send's transaction and the reply's
+  close; on SQLite they run on the event loop's thread) counted apart.
 
 Both are driven through the same channels test communicator (standing in for the browser), so
 its small cost is in both figures.
 
 Each of `--conversations` conversations runs `--turns` turns, like one chat of a load run; the
-first `--warm` of each are not measured. Process CPU covers every thread, the database threads
-too. The ratio is `bench/load.py`'s "x relay" without the load: how many replies one core serves.
+first `--warm` of each are not measured. Process CPU covers every thread. The ratio is
+`bench/load.py`'s "x relay" without the load: how many replies one core serves.
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ async def relay(args: argparse.Namespace) -> float:
 
 
 async def app(args: argparse.Namespace) -> tuple[float, dict[str, float]]:
-    """The app's CPU seconds per turn, and per turn on the database threads by function."""
+    """The app's CPU seconds per turn, and per turn in its database calls by function."""
     from asgiref.sync import sync_to_async
     from channels.routing import URLRouter
     from channels.testing import WebsocketCommunicator
@@ -172,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  the app's turn                                   {1000 * turn:6.2f} ms  ", end="")
     print(f"(the app serves {reference / turn:.2f}x the relay's turns per CPU second)")
     for name, seconds in sorted(threads.items(), key=lambda item: -item[1]):
-        print(f"    on the database threads: {name:<25} {1000 * seconds:6.2f} ms")
+        print(f"    database call: {name:<35} {1000 * seconds:6.2f} ms")
     rest = turn - sum(threads.values())
     print(f"    the rest (event loop: consumer, engine, SDK)   {1000 * rest:6.2f} ms")
     return 0

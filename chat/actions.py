@@ -43,7 +43,7 @@ async def send(user, conversation_id: int, text) -> queue.Claim:
 
 
 def _append_within_limit(user, conversation_id: int, text: str) -> queue.Claim:
-    # On the same database thread as the append, before its transaction: one hop per send,
+    # In the same database call as the append, before its transaction: one call per send,
     # and the conversation is never locked while the cache is asked.
     limits.hit(limits.SENDS, user.pk)
     return queue.append(user, conversation_id, text)

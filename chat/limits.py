@@ -3,8 +3,8 @@
 Counted in Django's cache in fixed windows (a key per window, expiring with it). With REDIS_URL
 the cache is Redis, shared by every process; without it the app runs as one process and its
 memory is the whole truth. Each limit is a setting; refusals say what the limit is and when to
-try again. Async callers run these on the database threads (`chat.db.run`): Django's async cache
-API would hop to the one thread every request shares.
+try again. Async callers run these through `chat.db.run`, with their database work: Django's
+async cache API would hop to the one thread every request shares.
 """
 
 from __future__ import annotations

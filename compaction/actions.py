@@ -1,7 +1,7 @@
 """The user's compaction actions: compact now, review a draft (approve, discard, regenerate),
 undo the latest boundary.
 
-Each validates and writes in one transaction (run on the database threads), then broadcasts the
+Each validates and writes in one transaction (through `chat.db.run`), then broadcasts the
 outcome to every tab of the conversation. "Compact now" and "regenerate" only claim the row and
 return it: the turn engine runs the summary, so a compaction and a reply never overlap.
 """

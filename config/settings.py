@@ -223,15 +223,15 @@ TEMPLATES = [
     },
 ]
 
-# Async code runs its database work on this many threads per process (chat/db.py), each with
-# its own connection kept for CONN_MAX_AGE seconds; HTTP requests close theirs when they end
-# (chat/db.py: close_after_request).
+# On PostgreSQL, async code runs its database work on this many threads per process (chat/db.py),
+# each with its own connection kept for CONN_MAX_AGE seconds; on SQLite it runs on the event
+# loop's thread. HTTP requests close their connections when they end (close_after_request).
 DB_THREADS = env_int("DB_THREADS", 8)
 DATABASES = {
     "default": dj_database_url.parse(
         env_str("DATABASE_URL", f"sqlite:///{BASE_DIR / 'db.sqlite3'}"),
         conn_max_age=env_int("CONN_MAX_AGE", 60, minimum=0),
-        # No health-check query before each reuse: the database threads reuse their connection
+        # No health-check query before each reuse: async code reuses its threads' connections
         # for every call, and a broken one is closed after the call that found it broken.
         conn_health_checks=False,
     )

@@ -14,12 +14,13 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 SENDS_PER_MINUTE = REPLIES_AT_ONCE = COMPACTIONS_PER_HOUR = 100_000
 SIGNUPS_PER_HOUR = LOGIN_FAILURES_PER_15_MINUTES = 100_000
 DEMO_WORD_DELAY_MS = 0
-# The database threads (chat/db.py) close their connections after each call, so none outlives a
-# test (PostgreSQL cannot drop a test database that still has connections).
+# Async code's database calls (chat/db.py) close their connections after each one, so none
+# outlives a test (PostgreSQL cannot drop a test database that still has connections).
 DATABASES["default"]["CONN_MAX_AGE"] = 0
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # A file, not Django's shared-cache in-memory database: the turn engine works from several
-    # threads, and shared-cache SQLite refuses concurrent writers instead of waiting for them.
+    # A file, not Django's shared-cache in-memory database: tests write from several threads
+    # (the test's, asgiref's, a live server's), and shared-cache SQLite refuses concurrent
+    # writers instead of waiting for them.
     DATABASES["default"]["TEST"] = {
         "NAME": str(Path(tempfile.gettempdir()) / f"chat-test-{os.getpid()}.sqlite3")
     }

@@ -1,5 +1,5 @@
-"""Counting database queries from every thread: the engine does its work on database threads,
-so a per-connection capture on the test's thread would see none of it."""
+"""Counting database queries from every thread: on PostgreSQL the engine does its work on
+database threads, so a per-connection capture on the test's thread would see none of it."""
 
 from __future__ import annotations
 
