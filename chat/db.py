@@ -74,8 +74,9 @@ def close_after_request(**kwargs) -> None:
     """At the end of every HTTP request: close its thread's connections. Under ASGI each sync
     view runs on a thread of its own, so a connection kept for CONN_MAX_AGE is never reused:
     it stays open until garbage-collected, and under load the server runs out of connections
-    (PostgreSQL's "too many clients"). Only the database threads here keep theirs. A
-    connection inside a transaction (a test's) is left alone."""
+    (PostgreSQL's "too many clients"). Only async code's connections (the database threads',
+    or on SQLite the event loop thread's) are kept. A connection inside a transaction (a
+    test's) is left alone."""
     for connection in connections.all(initialized_only=True):
         if not connection.in_atomic_block:
             connection.close()
