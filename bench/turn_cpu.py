@@ -104,7 +104,7 @@ async def app(args: argparse.Namespace) -> tuple[float, dict[str, float]]:
     from chat.models import Conversation
     from config.asgi import websocket_urlpatterns
 
-    on_threads: Counter[str] = Counter()
+    in_calls: Counter[str] = Counter()
     call = db._call
 
     def timed(function):
@@ -112,7 +112,7 @@ async def app(args: argparse.Namespace) -> tuple[float, dict[str, float]]:
         try:
             return call(function)
         finally:
-            on_threads[getattr(function, "func", function).__name__] += time.thread_time() - started
+            in_calls[getattr(function, "func", function).__name__] += time.thread_time() - started
 
     db._call = timed
     user = await sync_to_async(get_user_model().objects.create_user)("bench", password="bench")
@@ -131,7 +131,7 @@ async def app(args: argparse.Namespace) -> tuple[float, dict[str, float]]:
     per_turn = await turns(connect, args)
     # Every turn's database work, warm-up turns included: divided by all of them.
     every = args.conversations * args.turns
-    return per_turn, {name: seconds / every for name, seconds in on_threads.items()}
+    return per_turn, {name: seconds / every for name, seconds in in_calls.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -159,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         without_background()
         reference = asyncio.run(relay(args))
-        turn, threads = asyncio.run(app(args))
+        turn, calls = asyncio.run(app(args))
     finally:
         provider.terminate()
         provider.wait()
@@ -171,9 +171,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  bench/relay.py's consumer                        {1000 * reference:6.2f} ms")
     print(f"  the app's turn                                   {1000 * turn:6.2f} ms  ", end="")
     print(f"(the app serves {reference / turn:.2f}x the relay's turns per CPU second)")
-    for name, seconds in sorted(threads.items(), key=lambda item: -item[1]):
+    for name, seconds in sorted(calls.items(), key=lambda item: -item[1]):
         print(f"    database call: {name:<35} {1000 * seconds:6.2f} ms")
-    rest = turn - sum(threads.values())
+    rest = turn - sum(calls.values())
     print(f"    the rest (event loop: consumer, engine, SDK)   {1000 * rest:6.2f} ms")
     return 0
 

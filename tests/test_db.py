@@ -46,23 +46,6 @@ async def test_on_sqlite_the_work_runs_on_the_loop_thread_with_the_orm_allowed(a
         list(Conversation.objects.all())
 
 
-@sqlite_only
-async def test_on_sqlite_calls_from_many_tasks_each_run_whole(alice):
-    """Nothing can interleave with a call: it has no await. Many tasks at once each see their
-    own transaction from start to end."""
-
-    def bump(conversation_id: int) -> int:
-        with transaction.atomic():
-            row = Conversation.objects.get(pk=conversation_id)
-            row.title = str(int(row.title) + 1)
-            row.save(update_fields=["title"])
-            return int(row.title)
-
-    conversation = await Conversation.objects.acreate(owner=alice, model="m", title="0")
-    seen = await asyncio.gather(*(db.run(bump, conversation.pk) for _ in range(50)))
-    assert sorted(seen) == list(range(1, 51))
-
-
 @server_only
 async def test_on_a_server_database_the_work_runs_on_the_pool():
     ident, name = await db.run(_where)
