@@ -1,6 +1,7 @@
 """`chat.db.run`: where a turn's database work runs. On SQLite, on the event loop's own thread
 (no hand-off to a pool, whose threads only waited for the interpreter lock and SQLite's one
-writer); on PostgreSQL, on the pool of database threads, each with its own connection."""
+writer); on PostgreSQL, on the pool of database threads, each with its own connection, where the
+statements a turn repeats are prepared."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from django.db import connection, transaction
 
 from chat import db
 from chat.models import Conversation
+from compaction.snapshot import read_snapshot
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -51,3 +53,23 @@ async def test_on_a_server_database_the_work_runs_on_the_pool():
     ident, name = await db.run(_where)
     assert ident != threading.get_ident()
     assert name.startswith("db")
+
+
+def _snapshot_prepared(conversation_id: int, times: int) -> bool:
+    """Run the window snapshot `times` times; is it now prepared on this connection?"""
+    for _ in range(times):
+        with transaction.atomic():
+            read_snapshot(conversation_id)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT statement FROM pg_prepared_statements")
+        return any("WITH b AS" in statement for (statement,) in cursor.fetchall())
+
+
+@server_only
+async def test_on_a_server_database_the_turns_statements_are_prepared_once_repeated(alice):
+    """The window snapshot (every send and every close) took PostgreSQL longer to plan than to
+    run: on a connection that has run it a few times, it is prepared, planned no more."""
+    conversation = await Conversation.objects.acreate(owner=alice, model="claude-test")
+    # One call, so one connection, running the statement again and again: by the sixth time it
+    # is prepared (`prepare_threshold`). Without prepared statements it never is.
+    assert await db.run(_snapshot_prepared, conversation.pk, 6)
