@@ -248,7 +248,7 @@ elif env_bool("DB_PREPARED_STATEMENTS", True):
     # Values sent apart from the SQL, and a statement run a few times on a connection prepared
     # on the server: the engine runs the same few statements every turn on the same connections,
     # and PostgreSQL spent longer planning its window snapshot (about 1 ms) than running it
-    # (0.2 ms). Prepared, the database's CPU per reply fell by about 40% (bench/README.md).
+    # (0.2 ms). Prepared, the database's CPU per reply fell by about 45% (bench/README.md).
     # Off for a pooler that cannot carry prepared statements (PgBouncer before 1.21).
     DATABASES["default"]["OPTIONS"] = {"server_side_binding": True, "prepare_threshold": 5}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
