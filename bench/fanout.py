@@ -4,7 +4,7 @@ Run by hand (`.venv/bin/python bench/fanout.py`, `--help` for the flags); not a 
 
 Every frame of a reply is a group send to the conversation's group, delivered to each of its
 tabs' consumers by Channels' consumer loop (`await_many_dispatch`). This sends `--frames` frames
-one at a time (the next once the consumer has taken the last, as frames 40 ms apart are), with
+one at a time (the next once the consumer has taken the last, as frames 50 ms apart are), with
 `--sockets` other sockets' groups in the layer as under load, and prints the CPU per frame for:
 
 - Channels' own `InMemoryChannelLayer` (the reference);
