@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import socket
 import threading
 import time
 from collections import deque
@@ -56,6 +57,7 @@ def _usage(usage: dict[str, int] | None, chunks: list[str]) -> dict[str, int]:
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    keep_alive = False  # each streamed reply ends its connection
     # Never wait on handler threads at close: a test that stopped reading mid-stream must not
     # hang the teardown while the handler trickles its remaining deltas into a dead socket.
     block_on_close = False
@@ -121,10 +123,11 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("content-type", "text/event-stream; charset=utf-8")
         self.send_header("cache-control", "no-cache")
         self.send_header("transfer-encoding", "chunked")
-        self.send_header("connection", "close")
+        if not self.server.keep_alive:
+            self.send_header("connection", "close")
+            self.close_connection = True
         self.send_header("request-id", "req_fake")
         self.end_headers()
-        self.close_connection = True
         # With no delay there is nothing to wait for between events: the whole stream goes out in
         # one write (the same bytes, far fewer system calls: a load benchmark's provider is cheap).
         self._batch = [] if script.kind == "reply" and not script.delay else None
@@ -578,7 +581,18 @@ def standalone_chunks(words: int) -> list[str]:
 
 
 class _StandaloneServer(_Server):
+    """For the benchmarks, connections as the API's: kept for the next request, and written to
+    without delay. Closed after each reply, every reply cost both the app and the relay a new
+    connection; kept but with Nagle's algorithm on, the first event waited behind the headers for
+    the client's delayed ACK (about 30 ms more to the relay's first token under load)."""
+
     request_queue_size = 1024  # many concurrent clients: the default backlog of 5 drops SYNs
+    keep_alive = True
+
+    def get_request(self):
+        connection, address = super().get_request()
+        connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return connection, address
 
 
 class _Standalone(FakeAnthropic):
