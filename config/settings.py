@@ -239,18 +239,23 @@ DATABASES = {
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # WAL lets the streaming task write while page views read; the timeout rides out the
     # short write locks instead of failing with "database is locked".
-    DATABASES["default"]["OPTIONS"] = {
-        "timeout": 20,
-        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-        "transaction_mode": "IMMEDIATE",
-    }
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            "timeout": 20,
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            "transaction_mode": "IMMEDIATE",
+        }
+    )
 elif env_bool("DB_PREPARED_STATEMENTS", True):
     # Values sent apart from the SQL, and a statement run a few times on a connection prepared
     # on the server: the engine runs the same few statements every turn on the same connections,
     # and PostgreSQL spent longer planning its window snapshot (about 1 ms) than running it
     # (0.2 ms). Prepared, the database's CPU per reply fell by about 45% (bench/README.md).
-    # Off for a pooler that cannot carry prepared statements (PgBouncer before 1.21).
-    DATABASES["default"]["OPTIONS"] = {"server_side_binding": True, "prepare_threshold": 5}
+    # Off for a pooler that cannot carry prepared statements (PgBouncer before 1.21). Added to
+    # the options DATABASE_URL gives (`?sslmode=require`), never in their place.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {"server_side_binding": True, "prepare_threshold": 5}
+    )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env_str("REDIS_URL")

@@ -63,3 +63,26 @@ def test_the_server_process_keeps_what_it_loaded_out_of_the_collectors_way():
     import config.asgi  # noqa: F401 - the server's entry point freezes what it loaded
 
     assert gc.get_freeze_count() > 10_000
+
+
+def test_the_database_urls_own_options_are_kept():
+    # `?sslmode=require` must survive the options the settings add (prepared statements): a
+    # database that requires TLS would otherwise be reached without it, or not at all.
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import config.settings as s; o = s.DATABASES['default']['OPTIONS']; "
+            "print(o.get('sslmode'), o.get('prepare_threshold'))",
+        ],
+        cwd=ROOT,
+        env={
+            **os.environ,
+            "DJANGO_SECRET_KEY": "k",
+            "DATABASE_URL": "postgres://app@db.internal:5432/chat?sslmode=require",
+        },
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert result.stdout.split() == ["require", "5"]
