@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 
 @dataclass(frozen=True)
@@ -19,7 +20,7 @@ class Entry:
     tokens: int = 0
     pinned: bool = False
 
-    @property
+    @cached_property  # asked of every entry of the window on every request
     def is_tool_result(self) -> bool:
         return any(block.get("type") == "tool_result" for block in self.content)
 

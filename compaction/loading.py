@@ -118,36 +118,40 @@ def build_state(
     not carry are skipped, so callers may pass a superset: newer or unsettled messages, messages
     still queued, other versions, or those before the cut that are not pinned."""
     first_kept = boundary.first_kept_seq if boundary else 1
-    loaded = rows
-    if rows:
-        parents = {r.seq: r.parent for r in rows if r.seq >= first_kept}
-        end = max(parents, default=0) if leaf is None else leaf
-        branch = set(on_branch(parents, end, first_kept))
-        rows = [r for r in rows if r.seq in branch or r.seq < first_kept]
+    parents = {r.seq: r.parent for r in rows if r.seq >= first_kept}
+    end = max(parents, default=0) if leaf is None else leaf
+    branch = set(on_branch(parents, end, first_kept))
     # A message whose reply waits in the queue is not in any window yet (it can still be
     # cancelled): only the one the window is built for answers to its own reply.
-    waiting = {r.parent for r in rows if r.status == QUEUED and r.seq != before_seq}
-    rows = [
-        r
+    waiting = {
+        r.parent
         for r in rows
-        if r.status in SETTLED
-        and r.seq not in waiting
-        and (before_seq is None or r.seq < before_seq)
-        and (r.seq >= first_kept or r.pin_id is not None)
-    ]
-    entries = [r.entry for r in rows if r.seq >= first_kept]
+        if r.status == QUEUED and r.seq != before_seq and (r.seq in branch or r.seq < first_kept)
+    }
+    stop = before_seq if before_seq is not None else float("inf")
+    # One pass, as this runs on every turn over the whole window.
+    carried, entries, pinned, per_turn = [], [], [], []
+    for r in rows:
+        if r.seq >= stop or r.status not in SETTLED or r.seq in waiting:
+            continue
+        if r.seq >= first_kept:
+            if r.seq in branch:
+                carried.append(r)
+                entries.append(r.entry)
+                if r.window_tokens:
+                    per_turn.append(r.window_tokens)
+        elif r.pin_id is not None:
+            pinned.append(r.entry)
     if boundary is not None and boundary.cleared_before_seq:
         entries = cleared(entries, boundary.cleared_before_seq, settings.TOOL_CLEAR_MIN_CHARS)
-    pinned = [r.entry for r in rows if r.seq < first_kept]
     # A boundary without summary text (a clearing with no summary before it) adds no pair: a
     # committed summary is never empty (compaction/run.py refuses one).
     summary = (boundary.summary or None) if boundary else None
     head = head_tokens(system, summary, pinned)
-    anchor = _anchor([r for r in rows if r.seq >= first_kept], boundary, head)
-    per_turn = [r.window_tokens for r in rows if r.seq >= first_kept and r.window_tokens]
+    anchor = _anchor(carried, boundary, head)
     return WindowState(
         per_turn=per_turn,
-        rows=loaded,
+        rows=rows,
         system=system,
         summary=summary,
         entries=entries,

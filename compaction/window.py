@@ -54,7 +54,9 @@ def assemble(
     prompt only ever travels as `system`, never as a message, and is never summarised.
     """
     head = summary_pair(summary or "", pinned) if summary is not None or pinned else []
-    body = [message for e in kept for message in entry_messages(e)]
+    body: list[dict] = []
+    for entry in kept:
+        body += entry_messages(entry)
     messages = normalise(head + body)
     # The pair survives normalising as it is (the body after it starts with a user message).
     intact = head and messages[: len(head)] == head
@@ -84,7 +86,7 @@ def entry_messages(entry: Entry) -> list[dict]:
     """One transcript entry as API messages. A reply that used tools is one entry holding its
     whole turn, as the API's blocks in order: each run of tool_result blocks is the user message
     between two assistant steps, so it becomes one here, and every other run an assistant one."""
-    # Not copied here: normalise() copies every block on the way in (_clean_message).
+    # Not copied here: normalise() copies every block on the way in (_cleaned).
     if entry.role != "assistant" or not entry.is_tool_result:
         return [{"role": entry.role, "content": entry.content}]
     return turn_messages(entry.content)
@@ -113,10 +115,41 @@ def turn_messages(blocks: Sequence[dict]) -> list[dict]:
 
 def normalise(messages: list[dict]) -> list[dict]:
     """Make `messages` valid for the Messages API without inventing any content."""
-    current = [_clean_message(m) for m in messages]
-    if _valid(current):
+    current, plain = _cleaned(messages)
+    if plain or _valid(current):
         return current  # the common case, checked in one pass
     return repair(current)
+
+
+def _cleaned(messages: list[dict]) -> tuple[list[dict], bool]:
+    """Each message with only role and content, without the text blocks the API rejects as
+    empty; and whether the result is plainly valid (no tool blocks, no message empty, roles
+    alternating from a user message: anything else is for `_valid` to judge). One pass: this
+    runs on every request, over the whole window.
+
+    Blocks are copied (one level: nothing here or in the SDK changes what is inside a block):
+    the window is handed to callers that may change it, while the entries are the transcript.
+    """
+    cleaned, plain, previous = [], True, "assistant"
+    for message in messages:
+        content, role = message.get("content", []), message["role"]
+        if isinstance(content, str):
+            content = [{"type": "text", "text": content}]
+        blocks = []
+        for block in content:
+            kind = block.get("type")
+            if kind == "text":
+                text = block.get("text", "")
+                if not text or (text.isspace() if isinstance(text, str) else not str(text).strip()):
+                    continue  # the API rejects text blocks that are empty or whitespace only
+            elif kind == "tool_use" or kind == "tool_result":
+                plain = False
+            blocks.append(block.copy())
+        if not blocks or role == previous:
+            plain = False
+        previous = role
+        cleaned.append({"role": role, "content": blocks})
+    return cleaned, plain
 
 
 def repair(current: list[dict]) -> list[dict]:
@@ -129,27 +162,6 @@ def repair(current: list[dict]) -> list[dict]:
         if nxt == current:
             return nxt
         current = nxt
-
-
-def _clean_message(message: dict) -> dict:
-    """Keep only role and content; drop text blocks the API rejects as empty.
-
-    Blocks are copied (one level: nothing here or in the SDK changes what is inside a block):
-    the window is handed to callers that may change it, while the entries are the transcript.
-    """
-    content = message.get("content", [])
-    if isinstance(content, str):
-        content = [{"type": "text", "text": content}]
-    blocks = [dict(b) for b in content if not _is_blank_text(b)]
-    return {"role": message["role"], "content": blocks}
-
-
-def _is_blank_text(block: dict) -> bool:
-    # The API rejects text blocks that are empty or whitespace only.
-    if block.get("type") != "text":
-        return False
-    text = block.get("text", "")
-    return not text or (text.isspace() if isinstance(text, str) else not str(text).strip())
 
 
 def _valid(messages: list[dict]) -> bool:

@@ -20,6 +20,8 @@ from compaction.window import (
     SUMMARY_ACK,
     SUMMARY_INTRO,
     Window,
+    _cleaned,
+    _valid,
     assemble,
     entry_messages,
     normalise,
@@ -327,4 +329,6 @@ def test_the_one_pass_check_agrees_with_the_repairing_passes(transcript, start):
     messages = [{"role": e.role, "content": e.content} for e in flat]
     fast = normalise(messages)
     assert fast == repair(fast)
+    cleaned, plain = _cleaned(messages)
+    assert not plain or _valid(cleaned)  # what the one pass calls plainly valid is valid
     assert fast == repair([{"role": m["role"], "content": list(m["content"])} for m in fast])
