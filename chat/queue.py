@@ -843,6 +843,7 @@ def orphaned_queues(grace_seconds: float) -> list[int]:
         )
         .exclude(Exists(streaming))
         .exclude(Exists(running))
+        .order_by()  # not by seq, the model's ordering: DISTINCT would keep one per message
         .values_list("conversation_id", flat=True)
         .distinct()
     )

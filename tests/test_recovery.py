@@ -13,7 +13,8 @@ from django.utils import timezone
 
 from chat import engine
 from chat.liveness import local
-from chat.models import Message
+from chat.models import Conversation, Message
+from chat.queue import orphaned_queues
 from compaction.models import Compaction
 from tests.conftest import receive_until, shows, socket_for
 from tests.transcripts import add_turns
@@ -245,3 +246,30 @@ async def test_a_clean_shutdown_gives_the_queue_back_instead_of_stranding_it(
     engine.kick(conversation.pk)  # the next process to look runs it
     await settle(conversation.pk)
     assert (await Message.objects.aget(conversation=conversation, seq=4)).status == "complete"
+
+
+def test_the_sweep_names_each_orphaned_queue_once_and_leaves_live_and_young_ones(alice):
+    def with_queue(replies: int, *, age: timedelta, streaming: bool = False) -> Conversation:
+        conversation = Conversation.objects.create(owner=alice, model="fake-model")
+        seq = 1
+        if streaming:
+            add_turns(conversation, 1)
+            Message.objects.create(conversation=conversation, seq=3, role="user", content=[])
+            Message.objects.create(
+                conversation=conversation, seq=4, role="assistant", status="streaming"
+            )
+            seq = 5
+        for _ in range(replies):
+            Message.objects.create(conversation=conversation, seq=seq, role="user", content=[])
+            Message.objects.create(
+                conversation=conversation, seq=seq + 1, role="assistant", status="queued"
+            )
+            seq += 2
+        conversation.messages.update(created_at=timezone.now() - age)
+        return conversation
+
+    orphaned = with_queue(2, age=LONG_AGO)
+    with_queue(2, age=LONG_AGO, streaming=True)  # its reply's process runs the queue
+    with_queue(1, age=timedelta(0))  # its own process is about to claim it
+
+    assert orphaned_queues(grace_seconds=5) == [orphaned.pk]
