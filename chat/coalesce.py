@@ -1,16 +1,18 @@
 """Streamed text out to every tab, coalesced: at most one frame per interval.
 
 A model sends a delta per token; sending each through the channel layer would make fan-out cost
-grow with the number of tokens. The stream loop only appends text here; the first text goes at
-once (first-token latency is what users feel: "at once" is the loop's next turn, so deltas that
-came in one read go together), and then at most one frame every DELTA_INTERVAL_MS. The reply's
-bubble (the `preface`) rides in the first frame, or goes alone if no text has come within one
-interval. When the stream ends, what is still pending goes at once too: the final frame, which
-replaces the bubble whole, waits for the reply to be saved.
+grow with the number of tokens. The stream loop only appends text here, except for the reply's
+first text: first-token latency is what users feel, so it goes out at once, and the stream waits
+until it has been handed to the tabs before reading on. Whatever came with it in the same read
+(the rest of a burst, the end of the reply and the reply's saving) then follows it instead of
+holding it back. After it, at most one frame goes every DELTA_INTERVAL_MS. The reply's bubble
+(the `preface`) rides in the first frame, or goes alone if no text has come within one interval.
+When the stream ends, what is still pending goes at once too: the final frame, which replaces
+the bubble whole, waits for the reply to be saved.
 
-A delta costs a list append: the next frame is a callback scheduled when text first waits, not a
-task woken per delta, and frames go out one at a time, in order (text that gathers while a frame
-is going out follows it in the next).
+A later delta costs a list append: the next frame is a callback scheduled when text first waits,
+not a task woken per delta, and frames go out one at a time, in order (text that gathers while
+a frame is going out follows it in the next).
 """
 
 from __future__ import annotations
@@ -29,20 +31,28 @@ class DeltaRelay:
         self._preface = preface
         self._pending: list[str] = []
         self._timer: asyncio.Handle | None = None  # the next frame, when one is due
-        self._first_due = False  # the first text's frame is due (the bubble's timer gone)
+        self._text_came = False  # the reply's first text has come
         self._sending: asyncio.Future | None = None  # the frame going out
         self._last_sent = float("-inf")
         self._closed = False
         if preface:  # the bubble goes alone if no text comes within an interval
             self._timer = self._loop.call_later(interval, self._flush)
 
-    def add(self, text: str) -> None:
+    async def add(self, text: str) -> None:
+        """Relay `text`. Only the reply's first text waits, for its own frame to be handed to
+        the tabs; later text returns at once."""
         if not text or self._closed:
             return
         self._pending.append(text)
-        if self._preface and not self._first_due:
-            self._cancel_timer()
-            self._timer, self._first_due = self._loop.call_soon(self._flush), True
+        if not self._text_came:
+            self._text_came = True
+            if self._in_flight():  # the bubble, gone alone: this text follows it
+                await asyncio.wait([self._sending])
+            self._cancel_timer()  # the bubble's (it goes with this text), or the text's own
+            if self._pending and not self._in_flight() and not self._closed:
+                self._send()
+            if self._in_flight():
+                await asyncio.wait([self._sending])
         elif self._timer is None and self._sending is None:
             self._schedule()
 
@@ -96,7 +106,12 @@ class DeltaRelay:
             self._sending = asyncio.ensure_future(broadcast.html(self.conversation_id, frame))
             self._sending.add_done_callback(self._sent)
 
+    def _in_flight(self) -> bool:
+        return self._sending is not None and not self._sending.done()
+
     def _sent(self, sending: asyncio.Future) -> None:
+        if sending is not self._sending:
+            return  # the first text went out after it without waiting for this callback
         self._sending = None
         if self._pending and not self._closed:
             self._schedule()

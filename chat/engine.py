@@ -308,7 +308,7 @@ async def _step(client, request: Request, turn, received: _Received, relay: Delt
             if isinstance(event, TextDelta):
                 text = scrubbed(event.text)
                 received.parts.append(text)
-                relay.add(text)
+                await relay.add(text)
                 if time.monotonic() - last_save >= PARTIAL_SAVE_SECONDS:
                     last_save = time.monotonic()
                     saved = received.content()

@@ -31,6 +31,7 @@ class _Scripted:
     delay: float | None = None
     gate: asyncio.Event | None = None
     gate_at: int = 1
+    burst: bool = False
 
 
 @dataclass
@@ -56,10 +57,12 @@ class FakeClient:
         delay: float | None = None,
         gate: asyncio.Event | None = None,
         gate_at: int = 1,
+        burst: bool = False,
     ) -> None:
         """A reply of these chunks. `usage` overrides the estimate (zeros, or OMIT for none);
         with `gate`, the reply waits for it before chunk number `gate_at` (0: before any text),
-        so a test holds a reply "still streaming" for as long as it needs, without timers."""
+        so a test holds a reply "still streaming" for as long as it needs, without timers.
+        `burst`: the chunks come as from one read, never waiting between them."""
         self._queue.append(
             _Scripted(
                 list(chunks),
@@ -68,6 +71,7 @@ class FakeClient:
                 delay=delay,
                 gate=gate,
                 gate_at=gate_at,
+                burst=burst,
             )
         )
 
@@ -103,7 +107,7 @@ class FakeClient:
         for i, chunk in enumerate(script.chunks):
             if i == script.gate_at and script.gate is not None:
                 await script.gate.wait()
-            if i:
+            if i and not script.burst:
                 await asyncio.sleep(delay)
             yield TextDelta(chunk)
         if script.error is not None:

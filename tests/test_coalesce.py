@@ -46,33 +46,30 @@ async def settle() -> None:
         await asyncio.sleep(0)
 
 
-async def test_a_burst_goes_at_once_in_one_frame_with_the_bubble(frames):
+async def test_the_first_text_goes_at_once_with_the_bubble_and_a_burst_gathers_behind_it(frames):
     relay = DeltaRelay(7, 2, LONG, preface=BUBBLE)
     words = [f"w{i} " for i in range(500)]
-    for word in words:  # deltas that came in one read
-        relay.add(word)
-    await settle()
-    # One frame for 500 deltas, at once: the bubble with all of them.
-    assert frames.sent == [BUBBLE + fragments.delta(2, "".join(words))]
-    relay.add("later ")
-    relay.add("still")
+    await relay.add(words[0])
+    # The stream went on only once the first frame had been handed to the tabs.
+    assert frames.sent == [BUBBLE + fragments.delta(2, "w0 ")]
+    for word in words[1:]:  # the rest of the read
+        await relay.add(word)
     await settle()
     assert len(frames.sent) == 1  # within the interval: they wait
-    # Closing sends what waits at once (the final frame waits for the reply to be saved).
+    # Closing sends what waits at once, in one frame (the final frame waits for the save).
     assert await relay.close() == ""
-    assert frames.sent[1:] == [fragments.delta(2, "later still")]
+    assert frames.sent[1:] == [fragments.delta(2, "".join(words[1:]))]
 
 
 async def test_what_gathers_within_an_interval_goes_in_one_frame_in_order(frames):
     relay = DeltaRelay(7, 2, 0.001, preface=BUBBLE)
-    relay.add("a")
-    await frames.until(1)
+    await relay.add("a")
     for word in ["b", "c", "d<e"]:
-        relay.add(word)
+        await relay.add(word)
     await frames.until(2)
     assert frames.sent == [BUBBLE + fragments.delta(2, "a"), fragments.delta(2, "bcd<e")]
     assert "d&lt;e" in frames.sent[1]  # model text is escaped
-    relay.add("f")
+    await relay.add("f")
     await frames.until(3)
     assert frames.sent[2] == fragments.delta(2, "f")
     await relay.close()
@@ -85,6 +82,17 @@ async def test_the_bubble_goes_alone_when_no_text_comes_within_an_interval(frame
     assert await relay.close() == ""  # carried already: the final frame need not
 
 
+async def test_after_the_bubble_went_alone_the_first_text_still_goes_at_once(frames):
+    relay = DeltaRelay(7, 2, 0.001, preface=BUBBLE)
+    await frames.until(1)  # the model was slow to start
+    await relay.add("late start")
+    assert frames.sent == [BUBBLE, fragments.delta(2, "late start")]
+    await relay.add(" then more")
+    assert len(frames.sent) == 2  # later text waits for its interval
+    await relay.close()
+    assert frames.sent[2] == fragments.delta(2, " then more")
+
+
 async def test_closed_before_any_frame_the_bubble_is_handed_to_the_final_frame(frames):
     relay = DeltaRelay(7, 2, LONG, preface=BUBBLE)
     assert await relay.close() == BUBBLE
@@ -95,46 +103,53 @@ async def test_closed_before_any_frame_the_bubble_is_handed_to_the_final_frame(f
     assert frames.sent == []
 
 
-async def test_a_slow_send_holds_the_next_frame_and_gathers_text_behind_it(frames):
+async def test_a_slow_layer_holds_the_stream_only_for_the_first_frame(frames):
     frames.gate = asyncio.Event()
     relay = DeltaRelay(7, 2, 0.0, preface=BUBBLE)
-    relay.add("one ")
+    adding = asyncio.ensure_future(relay.add("one "))
     await settle()
-    for word in ["two ", "three ", "four"]:
-        relay.add(word)  # the first frame is still going out: these wait behind it
-    await settle()
-    assert frames.sent == []
+    assert not adding.done() and frames.sent == []  # the stream waits for its first frame
     frames.gate.set()
-    await frames.until(2)
+    await adding
+    assert frames.sent == [BUBBLE + fragments.delta(2, "one ")]
+    frames.gate.clear()
+    await relay.add("two ")  # goes out, and is held by the slow layer: the stream goes on
     await settle()
-    assert frames.sent == [
-        BUBBLE + fragments.delta(2, "one "),
-        fragments.delta(2, "two three four"),
-    ]
+    for word in ["three ", "four"]:
+        await relay.add(word)  # behind the frame going out
+    await settle()
+    assert len(frames.sent) == 1
+    frames.gate.set()
+    await frames.until(3)
+    assert frames.sent[1:] == [fragments.delta(2, "two "), fragments.delta(2, "three four")]
     await relay.close()
 
 
 async def test_close_waits_for_the_frame_in_flight_then_sends_what_gathered(frames):
+    relay = DeltaRelay(7, 2, 0.0, preface=BUBBLE)
+    await relay.add("x")
     frames.gate = asyncio.Event()
-    relay = DeltaRelay(7, 2, LONG, preface=BUBBLE)
-    relay.add("x")
+    await relay.add("y")  # its frame goes out, held by the layer
     await settle()
-    relay.add("y")  # behind the frame going out
+    await relay.add("z")  # behind it
     closing = asyncio.ensure_future(relay.close())
     await settle()
     assert not closing.done()  # the frame is still going out
     frames.gate.set()
     assert await closing == ""
-    assert frames.sent == [BUBBLE + fragments.delta(2, "x"), fragments.delta(2, "y")]
+    assert frames.sent == [
+        BUBBLE + fragments.delta(2, "x"),
+        fragments.delta(2, "y"),
+        fragments.delta(2, "z"),
+    ]
 
 
 async def test_a_checkpoint_sends_its_frame_after_the_one_in_flight_and_goes_on(frames):
     relay = DeltaRelay(7, 2, LONG, preface=BUBBLE)
-    relay.add("step one")
-    await settle()
-    relay.add(" pending")  # not sent: the checkpoint's frame re-renders the bubble whole
+    await relay.add("step one")
+    await relay.add(" pending")  # not sent: the checkpoint's frame re-renders the bubble whole
     await relay.checkpoint("<article>whole</article>")
-    relay.add("step two")
+    await relay.add("step two")
     await relay.close()
     assert frames.sent == [
         BUBBLE + fragments.delta(2, "step one"),

@@ -53,6 +53,23 @@ async def test_it_streams_a_reply_in_fragments_and_saves_it_with_usage(
     await ws.disconnect()
 
 
+async def test_the_first_word_of_a_burst_goes_out_first_and_alone(alice, conversation, fake_llm):
+    """Deltas that come in one read (a fast model, a gateway that buffers): the first word is
+    not held back until the rest has been read and the reply saved."""
+    fake_llm.enqueue(["Hel", "lo ", "there"], burst=True)
+    ws = socket_for(alice, conversation.pk)
+    await ws.connect()
+    await ws.send_to(text_data=send("hi"))
+    frames = await receive_until(ws, lambda f: 'id="msg-2"' in f and 'hx-swap-oob="outerHTML"' in f)
+    texts = [f for f in frames if "beforeend:#msg-2-text" in f]
+    delta = r'<span hx-swap-oob="beforeend:#msg-2-text">(.*?)</span>'
+    assert re.findall(delta, texts[0]) == ["Hel"]
+    assert 'id="msg-1"' in texts[0]  # with the bubble and the user's message
+    assert "".join(re.findall(delta, "".join(texts))) == "Hello there"
+    await settle(conversation.pk)
+    await ws.disconnect()
+
+
 async def test_it_finishes_and_saves_the_reply_after_the_browser_disconnects(
     alice, conversation, fake_llm
 ):
