@@ -266,8 +266,13 @@ async def test_cancelling_a_compaction_never_leaves_it_running(conversation, ali
     from chat import engine
 
     await sync_to_async(add_turns)(conversation, 8)
+
     # Cancelled while the row is being claimed: the claim lands, and is released.
-    task = asyncio.ensure_future(engine.hold(actions.compact_now(alice, conversation.pk, "")))
+    async def claiming():
+        await asyncio.sleep(0)  # under way (on PostgreSQL, on a database thread)
+        return await actions.compact_now(alice, conversation.pk, "")
+
+    task = asyncio.ensure_future(engine.hold(claiming()))
     await asyncio.sleep(0)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
