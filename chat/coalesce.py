@@ -53,6 +53,8 @@ class DeltaRelay:
                 self._send()
             if self._in_flight():
                 await asyncio.wait([self._sending])
+            else:  # handed over already (a layer in memory): let the tabs' sockets take it
+                await asyncio.sleep(0)
         elif self._timer is None and self._sending is None:
             self._schedule()
 
@@ -103,7 +105,9 @@ class DeltaRelay:
             self._last_sent = self._loop.time()
             frame += fragments.delta(self.seq, text)
         if frame:
-            self._sending = asyncio.ensure_future(broadcast.html(self.conversation_id, frame))
+            # Eager: a layer in memory hands the frame over at once, without a turn of the loop.
+            sending = broadcast.html(self.conversation_id, frame)
+            self._sending = asyncio.Task(sending, loop=self._loop, eager_start=True)
             self._sending.add_done_callback(self._sent)
 
     def _in_flight(self) -> bool:
