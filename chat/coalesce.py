@@ -46,15 +46,7 @@ class DeltaRelay:
         self._pending.append(text)
         if not self._text_came:
             self._text_came = True
-            if self._in_flight():  # the bubble, gone alone: this text follows it
-                await asyncio.wait([self._sending])
-            self._cancel_timer()  # the bubble's (it goes with this text), or the text's own
-            if self._pending and not self._in_flight() and not self._closed:
-                self._send()
-            if self._in_flight():
-                await asyncio.wait([self._sending])
-            else:  # handed over already (a layer in memory): let the tabs' sockets take it
-                await asyncio.sleep(0)
+            await self._send_first()
         elif self._timer is None and self._sending is None:
             self._schedule()
 
@@ -64,11 +56,10 @@ class DeltaRelay:
         must carry it then."""
         self._closed = True
         self._cancel_timer()
-        if self._sending is not None:
-            await asyncio.gather(asyncio.shield(self._sending), return_exceptions=True)
+        await self._frame_out()
         if send_pending and self._pending:
             self._send()
-            await asyncio.gather(asyncio.shield(self._sending), return_exceptions=True)
+            await self._frame_out()
         preface, self._preface = self._preface, ""
         return preface
 
@@ -79,6 +70,24 @@ class DeltaRelay:
         await broadcast.html(self.conversation_id, preface + frame)
         self._pending.clear()
         self._closed = False
+
+    async def _send_first(self) -> None:
+        """The reply's first text goes now (behind the bubble, if that went alone and is still
+        going out); returns once the layer has taken it."""
+        await self._frame_out()
+        self._cancel_timer()  # the bubble's (it goes with this text), or the text's own
+        if self._pending and not self._in_flight() and not self._closed:
+            self._send()
+        if self._in_flight():
+            await self._frame_out()
+        else:  # taken at once (a layer in memory): let the tabs' sockets write it first
+            await asyncio.sleep(0)
+
+    async def _frame_out(self) -> None:
+        """Wait for the frame going out, if any; neither cancelled with the caller nor raising
+        its error (a tab missing a frame reads the reply again when it reconnects)."""
+        if self._in_flight():
+            await asyncio.wait([self._sending])
 
     def _schedule(self) -> None:
         delay = self._last_sent + self.interval - self._loop.time()
