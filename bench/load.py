@@ -104,6 +104,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="the relay sends only the new message (default: the conversation so far, the "
         "same request the app sends, so both do the same provider work)",
     )
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="run every configuration this many times, in alternating order (relay, app, app, "
+        "relay, ...), each app run against the relay of its round; the targets are judged on "
+        "the median over the rounds (default 1)",
+    )
     p.add_argument("--duration", type=float, default=20.0, help="measured window, s (default 20)")
     p.add_argument("--warmup", type=float, default=5.0, help="warm-up before it, s (default 5)")
     p.add_argument(
@@ -165,6 +173,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args._setup is None and not args._client:
         if min(args.chats) < 1 or args.duration <= 0 or min(args.warmup, args.drain) < 0:
             p.error("chats must be positive, --duration > 0, --warmup and --drain >= 0")
+        if args.rounds < 1:
+            p.error("--rounds must be at least 1")
         args.drain_max = max(args.drain_max, args.drain)
         if args.no_relay and args.relay_only:
             p.error("--no-relay and --relay-only exclude each other")
@@ -1167,11 +1177,14 @@ def compare(results: list[dict]) -> None:
     """Add the baseline columns: added latency and replies/s ratio against the relay with the
     same processes and chats (the 1-process relay if that one was not run), and for 2 processes
     the ratio against 1 process of the same database."""
-    by = {(r["config"], r["chats"]): r for r in results}
+    by = {(r["config"], r["chats"], r["round"]): r for r in results}
     for r in results:
         if r["kind"] != "app":
             continue
-        relay = by.get((f"relay-{r['processes']}p", r["chats"])) or by.get(("relay-1p", r["chats"]))
+        n = r["round"]
+        relay = by.get((f"relay-{r['processes']}p", r["chats"], n)) or by.get(
+            ("relay-1p", r["chats"], n)
+        )
         if relay:
             r["baseline"] = relay["config"]
             r["added_p50_ms"] = _diff(r["ft_p50_ms"], relay["ft_p50_ms"])
@@ -1180,7 +1193,7 @@ def compare(results: list[dict]) -> None:
                 r["replies_per_s"] / relay["replies_per_s"] if relay["replies_per_s"] else None
             )
         if r["processes"] > 1:
-            one = by.get((f"{r['db']}-1p", r["chats"]))
+            one = by.get((f"{r['db']}-1p", r["chats"], n))
             if one:
                 r["x_one_process"] = (
                     r["replies_per_s"] / one["replies_per_s"] if one["replies_per_s"] else None
@@ -1203,10 +1216,12 @@ def table(results: list[dict]) -> str:
         f"{'other':>5}"
     )
     lines = [head, "-" * len(head)]
+    several = len({r["round"] for r in results}) > 1
     for r in results:
         clients = "+".join(f"{c:.0%}" for c in r["client_cpu_share"])
+        name = f"{r['label']}, #{r['round']}" if several else r["label"]
         lines.append(
-            f"{r['label']:<34} {r['chats']:>5} {_num(r['ft_p50_ms'], '.1f'):>8} "
+            f"{name:<34} {r['chats']:>5} {_num(r['ft_p50_ms'], '.1f'):>8} "
             f"{_num(r['ft_p95_ms'], '.1f'):>8} {_num(r.get('added_p50_ms'), '+.1f'):>8} "
             f"{_num(r.get('added_p95_ms'), '+.1f'):>8} {r['replies_per_s']:>7.1f} "
             f"{_num(r.get('x_relay'), '.2f'):>6} {_num(r.get('x_one_process'), '.2f'):>6} "
@@ -1218,12 +1233,70 @@ def table(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+# The figures the targets are judged on; with several rounds, their medians.
+JUDGED = ("added_p50_ms", "added_p95_ms", "x_relay", "x_one_process")
+
+
+def medians(results: list[dict]) -> list[dict]:
+    """One row per app configuration and chat count: the median of each judged figure over the
+    rounds (each round's against the relay of that round), lost and sent summed, and the rounds
+    themselves under `rounds`."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in results:
+        if r["kind"] == "app":
+            groups.setdefault((r["config"], r["chats"]), []).append(r)
+    out = []
+    for rows in groups.values():
+        row = {k: rows[0][k] for k in ("config", "label", "kind", "db", "processes", "chats")}
+        for key in JUDGED:
+            values = [r[key] for r in rows if r.get(key) is not None]
+            row[key] = statistics.median(values) if values else None
+        row["lost"] = sum(r["lost"] for r in rows)
+        row["sent"] = sum(r["sent"] for r in rows)
+        row["rounds"] = rows
+        out.append(row)
+    return out
+
+
+def medians_table(rows: list[dict]) -> str:
+    head = (
+        f"{'configuration':<34} {'chats':>5} {'+p50':>8} {'+p95':>8} {'xrelay':>6} "
+        f"{'x1proc':>6} {'lost/sent':>11}  each round: +p50 ms / xrelay"
+    )
+    lines = [head, "-" * len(head)]
+    for r in rows:
+        each = ", ".join(
+            f"{_num(x.get('added_p50_ms'), '+.1f')}/{_num(x.get('x_relay'), '.2f')}"
+            for x in r["rounds"]
+        )
+        lines.append(
+            f"{r['label']:<34} {r['chats']:>5} {_num(r['added_p50_ms'], '+.1f'):>8} "
+            f"{_num(r['added_p95_ms'], '+.1f'):>8} {_num(r['x_relay'], '.2f'):>6} "
+            f"{_num(r['x_one_process'], '.2f'):>6} {str(r['lost']) + '/' + str(r['sent']):>11}"
+            f"  {each}"
+        )
+    return "\n".join(lines)
+
+
 def verdicts(results: list[dict]) -> list[str]:
+    """A line per target. Given `medians()` rows, each judges the median and says in how many
+    rounds the target held on its own."""
     out = []
 
-    def line(ok: bool | None, text: str) -> None:
+    def line(row: dict, holds, text: str) -> None:
+        ok = holds(row)
         mark = "n/a " if ok is None else ("PASS" if ok else "FAIL")
+        rounds = row.get("rounds")
+        if rounds and ok is not None:
+            met = sum(bool(holds(x)) for x in rounds)
+            text += f"; median of {len(rounds)} rounds, met in {met}"
         out.append(f"  [{mark}] {text}")
+
+    def at_most(key: str, limit: float):
+        return lambda row: None if row.get(key) is None else row[key] <= limit
+
+    def at_least(key: str, limit: float):
+        return lambda row: None if row.get(key) is None else row[key] >= limit
 
     for r in results:
         if r["kind"] != "app":
@@ -1232,31 +1305,35 @@ def verdicts(results: list[dict]) -> list[str]:
         if r["processes"] == 1:
             limit = ADDED_P50_MAX_MS.get(r["chats"])
             if limit is not None:
-                added = r.get("added_p50_ms")
                 line(
-                    None if added is None else added <= limit,
-                    f"{name}: first-token p50 added {_num(added, '+.1f', ' ms')} "
+                    r,
+                    at_most("added_p50_ms", limit),
+                    f"{name}: first-token p50 added {_num(r.get('added_p50_ms'), '+.1f', ' ms')} "
                     f"over the relay (target <= {limit:g} ms)",
                 )
             ratio_min = RELAY_RATIO_MIN.get(r["chats"])
             if ratio_min is not None:
-                ratio = r.get("x_relay")
                 line(
-                    None if ratio is None else ratio >= ratio_min,
-                    f"{name}: replies/s {_num(ratio, '.2f', 'x')} the relay "
+                    r,
+                    at_least("x_relay", ratio_min),
+                    f"{name}: replies/s {_num(r.get('x_relay'), '.2f', 'x')} the relay "
                     f"(target >= {ratio_min:g}x)",
                 )
         else:
             ratio_min = TWO_PROCESS_RATIO_MIN.get(r["chats"])
             if ratio_min is not None:
-                ratio = r.get("x_one_process")
                 line(
-                    None if ratio is None else ratio >= ratio_min,
-                    f"{name}: replies/s {_num(ratio, '.2f', 'x')} one process on the same "
-                    f"database and layer (target >= {ratio_min:g}x)",
+                    r,
+                    at_least("x_one_process", ratio_min),
+                    f"{name}: replies/s {_num(r.get('x_one_process'), '.2f', 'x')} one process "
+                    f"on the same database and layer (target >= {ratio_min:g}x)",
                 )
         if r["chats"] in ZERO_LOST_AT:
-            line(r["lost"] == 0, f"{name}: {r['lost']} of {r['sent']} messages lost (target 0)")
+            line(
+                r,
+                lambda row: row["lost"] == 0,
+                f"{name}: {r['lost']} of {r['sent']} messages lost (target 0)",
+            )
     return out
 
 
@@ -1326,7 +1403,12 @@ def report(results: list[dict], args: argparse.Namespace, expected: str) -> None
     )
     print()
     print(table(results))
-    lines = verdicts(results)
+    judged = results
+    if args.rounds > 1:
+        judged = medians(results)
+        print(f"\nMedians over {args.rounds} rounds (each round's app run against its relay):\n")
+        print(medians_table(judged))
+    lines = verdicts(judged)
     if lines:
         print("\nTargets:")
         print("\n".join(lines))
@@ -1373,20 +1455,27 @@ def main(argv: list[str] | None = None) -> int:
         )
         for chats in args.chats:
             print(f"{chats} chats:")
-            for config in configs:
-                if provider.poll() is not None:
-                    raise BenchError(
-                        f"the fake provider died:\n{tail(workdir / 'provider.stderr')}"
-                    )
-                try:
-                    results.append(
-                        run_one(args, config, chats, provider, provider_url, expected, workdir)
-                    )
-                except BenchError as exc:  # this configuration failed: go on with the others
-                    print(" FAILED", flush=True)
-                    print(f"{config.label}, {chats} chats FAILED: {exc}", file=sys.stderr)
-                    failures.append(f"{config.label}, {chats} chats")
-                    status = 1
+            for round_ in range(1, args.rounds + 1):
+                if args.rounds > 1:
+                    print(f" round {round_} of {args.rounds}:")
+                # Every other round in reverse (relay, app | app, relay | ...): a drift of the
+                # machine's speed over the rounds then favours neither side.
+                for config in configs if round_ % 2 else configs[::-1]:
+                    if provider.poll() is not None:
+                        raise BenchError(
+                            f"the fake provider died:\n{tail(workdir / 'provider.stderr')}"
+                        )
+                    try:
+                        result = run_one(
+                            args, config, chats, provider, provider_url, expected, workdir
+                        )
+                    except BenchError as exc:  # this configuration failed: go on
+                        print(" FAILED", flush=True)
+                        print(f"{config.label}, {chats} chats FAILED: {exc}", file=sys.stderr)
+                        failures.append(f"{config.label}, {chats} chats, round {round_}")
+                        status = 1
+                    else:
+                        results.append({**result, "round": round_})
     except BenchError as exc:
         print(f"\nFAILED: {exc}", file=sys.stderr)
         status = 1
@@ -1418,7 +1507,12 @@ def main(argv: list[str] | None = None) -> int:
                 "args": {k: v for k, v in vars(args).items() if not k.startswith("_")},
                 "expected_reply": expected,
                 "results": results,
-                "targets": verdicts(results),
+                "medians": [
+                    {k: v for k, v in row.items() if k != "rounds"} for row in medians(results)
+                ]
+                if args.rounds > 1
+                else None,
+                "targets": verdicts(medians(results) if args.rounds > 1 else results),
                 "failed": failures,
             }
             Path(args.json).write_text(json.dumps(payload, indent=2) + "\n")
