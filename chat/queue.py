@@ -322,6 +322,22 @@ def _claim_oldest(conversation: Conversation, seen: Snapshot, *, compact: bool) 
 # the database spent running them. Values still go through the fields' own adaptation.
 _CONVERSATION_FIELDS = Conversation._meta.concrete_fields
 _CONVERSATION_ATTNAMES = [f.attname for f in _CONVERSATION_FIELDS]
+_CONVERSATION_COLUMNS = ", ".join(f.column for f in _CONVERSATION_FIELDS)
+
+
+def _from_db_value(field):
+    """How `_lock` turns a column of the conversation's row into the field's value (chosen once
+    per field, not per row: this runs twice every turn)."""
+    if isinstance(field, DateTimeField):
+        return as_datetime
+    if isinstance(field, BooleanField):
+        return bool
+    if isinstance(field, JSONField):
+        return lambda value: field.from_db_value(value, None, connection)
+    return None
+
+
+_CONVERSATION_CONVERTERS = [_from_db_value(f) for f in _CONVERSATION_FIELDS]
 # From the streaming replies (a partial index holds only those, whatever the history) to their
 # conversations: how many of the user's others are streaming now.
 _STREAMING_ELSEWHERE = (
@@ -329,6 +345,19 @@ _STREAMING_ELSEWHERE = (
     "WHERE m.status = 'streaming' AND o.owner_id = %s AND o.id <> %s)"
 )
 _MESSAGE_FIELDS = [f for f in Message._meta.concrete_fields if not f.primary_key]
+_MESSAGE_COLUMNS = ", ".join(f.column for f in _MESSAGE_FIELDS)
+_MESSAGE_ROW = "(" + ", ".join(["%s"] * len(_MESSAGE_FIELDS)) + ")"
+# What closing a reply writes: its final state, and only while it is still streaming.
+_FINISHED_FIELDS = [
+    Message._meta.get_field(name)
+    for name in ("content", "search_text", "status", *USAGE_COLUMNS, "error", "tokens", "model")
+    + ("tool_runs", "window_boundary_id", "window_head_tokens", "window_tokens", "updated_at")
+]
+_FINISH = (
+    "UPDATE chat_message SET "  # noqa: S608 - the field names are ours
+    + ", ".join(f"{f.column} = %s" for f in _FINISHED_FIELDS)
+    + " WHERE id = %s AND status = %s"
+)
 
 
 def _lock(
@@ -346,7 +375,11 @@ def _lock(
     committed work. One statement: with `touch` it also moves the conversation up its owner's
     list, given `title` names it if it has no name yet, and given `spent` (a reply's usage)
     adds it to the running totals. `count_streaming_elsewhere` (with `user`) also counts the
-    user's other conversations with a reply streaming, as `.streaming_elsewhere`."""
+    user's other conversations with a reply streaming, as `.streaming_elsewhere`.
+
+    Only `touch` changes `updated_at`: it is in every index of the owner's list, so each change
+    rewrites four index entries, and a reply's close need not move a conversation its send
+    already moved."""
     if user is not None and not user.is_authenticated:
         return None
     try:
@@ -356,13 +389,13 @@ def _lock(
     if user is not None:
         where.append("owner_id = %s")
         params.append(user.pk)
-    columns = ", ".join(f.column for f in _CONVERSATION_FIELDS)
+    columns = _CONVERSATION_COLUMNS
     extra: list = []
     if count_streaming_elsewhere and user is not None:
         columns += f", {_STREAMING_ELSEWHERE}"
         extra = [user.pk, int(conversation_id)]
     if touch or title is not None or spent:
-        changes, values = ["updated_at = %s"], [_now()]
+        changes, values = (["updated_at = %s"], [_now()]) if touch else ([], [])
         if title is not None:
             changes.append("title = CASE WHEN title = %s THEN %s ELSE title END")
             values += [DEFAULT_TITLE, title]
@@ -384,16 +417,11 @@ def _lock(
         found = cursor.fetchone()
     if found is None:
         return None
-    values = []
     columns_found = found[: len(_CONVERSATION_FIELDS)]  # then the count, when asked for
-    for field, value in zip(_CONVERSATION_FIELDS, columns_found, strict=True):
-        if isinstance(field, DateTimeField):
-            value = as_datetime(value)
-        elif isinstance(field, BooleanField):
-            value = bool(value)
-        elif isinstance(field, JSONField):
-            value = field.from_db_value(value, None, connection)
-        values.append(value)
+    values = [
+        value if convert is None else convert(value)
+        for convert, value in zip(_CONVERSATION_CONVERTERS, columns_found, strict=True)
+    ]
     # As the ORM builds a row it read: positional, and known to be in the database.
     conversation = Conversation.from_db(connection.alias, _CONVERSATION_ATTNAMES, values)
     if extra:
@@ -413,15 +441,13 @@ def _insert(*rows: Message) -> None:
     for row in rows:
         row.created_at = row.updated_at = now
         row.search_text = searchable_text(row.content)
-    columns = ", ".join(f.column for f in _MESSAGE_FIELDS)
-    one = "(" + ", ".join(["%s"] * len(_MESSAGE_FIELDS)) + ")"
     db = _this_thread_connection()
     params = [f.get_db_prep_save(getattr(r, f.attname), db) for r in rows for f in _MESSAGE_FIELDS]
     try:
         with db.cursor() as cursor:
             cursor.execute(
-                f"INSERT INTO chat_message ({columns}) "  # noqa: S608 - no input
-                f"VALUES {', '.join([one] * len(rows))} RETURNING id",
+                f"INSERT INTO chat_message ({_MESSAGE_COLUMNS}) "  # noqa: S608 - no input
+                f"VALUES {', '.join([_MESSAGE_ROW] * len(rows))} RETURNING id",
                 params,
             )
             for row, (pk,) in zip(rows, cursor.fetchall(), strict=True):
@@ -604,20 +630,12 @@ def save_final(reply: Message) -> Message:
 
 
 def _finish_row(reply: Message) -> bool:
-    fields = ["content", "search_text", "status", *USAGE_COLUMNS, "error", "tokens", "model"]
-    fields += ["tool_runs", "window_boundary_id", "window_head_tokens", "window_tokens"]
-    fields += ["updated_at"]
     reply.updated_at = timezone.now()
     reply.search_text = searchable_text(reply.content)
     db = _this_thread_connection()
-    values = [Message._meta.get_field(f).get_db_prep_save(getattr(reply, f), db) for f in fields]
+    values = [f.get_db_prep_save(getattr(reply, f.attname), db) for f in _FINISHED_FIELDS]
     with db.cursor() as cursor:
-        cursor.execute(
-            "UPDATE chat_message SET "  # noqa: S608 - the field names are ours
-            + ", ".join(f"{f} = %s" for f in fields)
-            + " WHERE id = %s AND status = %s",
-            [*values, reply.pk, Message.Status.STREAMING],
-        )
+        cursor.execute(_FINISH, [*values, reply.pk, Message.Status.STREAMING])
         return cursor.rowcount == 1
 
 
