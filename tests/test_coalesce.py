@@ -98,7 +98,7 @@ async def test_closed_before_any_frame_the_bubble_is_handed_to_the_final_frame(f
     assert await relay.close() == BUBBLE
     await settle()
     assert frames.sent == []
-    relay.add("late")  # after close: nothing goes
+    await relay.add("late")  # after close: nothing goes
     await settle()
     assert frames.sent == []
 
