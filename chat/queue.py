@@ -377,9 +377,9 @@ def _lock(
     adds it to the running totals. `count_streaming_elsewhere` (with `user`) also counts the
     user's other conversations with a reply streaming, as `.streaming_elsewhere`.
 
-    Only `touch` changes `updated_at`: it is in every index of the owner's list, so each change
-    rewrites four index entries, and a reply's close need not move a conversation its send
-    already moved."""
+    Only `touch` changes `updated_at`: it orders the owner's list, so each change also moves
+    the row within the list's indexes, and a reply's close need not move again a conversation
+    its send moved (nor reorder the list under the user's pointer when a reply ends)."""
     if user is not None and not user.is_authenticated:
         return None
     try:

@@ -122,8 +122,8 @@ def test_the_chat_page_renders_a_fixed_slice_of_a_long_history(alice, client, se
 async def test_the_send_moves_the_conversation_up_its_list_and_the_close_leaves_it(
     alice, settings, fake_llm
 ):
-    # updated_at orders the owner's list and is in four of its indexes: the send moves it, the
-    # reply's close (a write every turn) does not move it again.
+    # updated_at orders the owner's list (and its indexes): the send moves it, the reply's close
+    # (a write every turn) does not move it again.
     settings.CONTEXT_BUDGET_TOKENS = 50_000
     conversation = await sync_to_async(compacted_conversation)(alice, 10)
     before = (await Conversation.objects.aget(pk=conversation.pk)).updated_at
