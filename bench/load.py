@@ -1403,9 +1403,8 @@ def report(results: list[dict], args: argparse.Namespace, expected: str) -> None
     )
     print()
     print(table(results))
-    judged = results
-    if args.rounds > 1:
-        judged = medians(results)
+    judged = medians(results) if args.rounds > 1 else results
+    if args.rounds > 1 and judged:  # none with --relay-only
         print(f"\nMedians over {args.rounds} rounds (each round's app run against its relay):\n")
         print(medians_table(judged))
     lines = verdicts(judged)
