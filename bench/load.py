@@ -1388,7 +1388,10 @@ def warnings_for(results: list[dict]) -> list[str]:
     return out
 
 
-def report(results: list[dict], args: argparse.Namespace, expected: str) -> None:
+def report(
+    results: list[dict], judged: list[dict], args: argparse.Namespace, expected: str
+) -> None:
+    """Every run's row, then (with several rounds) `judged`, the medians, and the targets."""
     print()
     print(
         f"Window {args.duration:g} s after {args.warmup:g} s warm-up; replies of "
@@ -1403,7 +1406,6 @@ def report(results: list[dict], args: argparse.Namespace, expected: str) -> None
     )
     print()
     print(table(results))
-    judged = medians(results) if args.rounds > 1 else results
     if args.rounds > 1 and judged:  # none with --relay-only
         print(f"\nMedians over {args.rounds} rounds (each round's app run against its relay):\n")
         print(medians_table(judged))
@@ -1489,9 +1491,11 @@ def main(argv: list[str] | None = None) -> int:
             for path in [*workdir.glob("*.stderr"), *workdir.glob("client-*.json")]:
                 shutil.copy(path, logs / path.name)
         shutil.rmtree(workdir, ignore_errors=True)
+    compare(results)
+    # What the targets are judged on: each run, or with several rounds their medians.
+    judged = medians(results) if args.rounds > 1 else results
     if results:
-        compare(results)
-        report(results, args, expected)
+        report(results, judged, args, expected)
     if failures:
         print(f"\nFailed runs: {'; '.join(failures)}")
     if results:
@@ -1506,12 +1510,10 @@ def main(argv: list[str] | None = None) -> int:
                 "args": {k: v for k, v in vars(args).items() if not k.startswith("_")},
                 "expected_reply": expected,
                 "results": results,
-                "medians": [
-                    {k: v for k, v in row.items() if k != "rounds"} for row in medians(results)
-                ]
+                "medians": [{k: v for k, v in row.items() if k != "rounds"} for row in judged]
                 if args.rounds > 1
                 else None,
-                "targets": verdicts(medians(results) if args.rounds > 1 else results),
+                "targets": verdicts(judged),
                 "failed": failures,
             }
             Path(args.json).write_text(json.dumps(payload, indent=2) + "\n")
