@@ -151,8 +151,10 @@ class Message(UsageColumns):
         INTERRUPTED = "interrupted"
         CANCELLED = "cancelled"  # taken back while queued: never sent, never in a window
 
+    # No index of its own: the unique (conversation, seq) index below starts with it and serves
+    # every lookup by conversation, and a second index would cost a write on every insert.
     conversation = models.ForeignKey(
-        Conversation, on_delete=models.CASCADE, related_name="messages"
+        Conversation, on_delete=models.CASCADE, related_name="messages", db_index=False
     )
     seq = models.PositiveIntegerField()
     # The message this one follows on its branch (0: none). Messages with the same parent and
