@@ -1208,6 +1208,10 @@ def _num(value, fmt: str, suffix: str = "") -> str:
     return "—" if value is None else format(value, fmt) + suffix
 
 
+def _lost(row: dict) -> str:
+    return f"{row['lost']}/{row['sent']}"
+
+
 def table(results: list[dict]) -> str:
     head = (
         f"{'configuration':<34} {'chats':>5} {'ft p50':>8} {'ft p95':>8} {'+p50':>8} "
@@ -1225,7 +1229,7 @@ def table(results: list[dict]) -> str:
             f"{_num(r['ft_p95_ms'], '.1f'):>8} {_num(r.get('added_p50_ms'), '+.1f'):>8} "
             f"{_num(r.get('added_p95_ms'), '+.1f'):>8} {r['replies_per_s']:>7.1f} "
             f"{_num(r.get('x_relay'), '.2f'):>6} {_num(r.get('x_one_process'), '.2f'):>6} "
-            f"{str(r['lost']) + '/' + str(r['sent']):>11} "
+            f"{_lost(r):>11} "
             f"{_num(r['server_cpu_ms_per_reply'], '.2f'):>10} {r['server_cpu_share']:>7.0%} "
             f"{r['services_cpu_share']:>6.0%} {clients:>10} {r['provider_cpu_share']:>8.0%} "
             f"{r['other_cpu_share']:>5.0%}"
@@ -1272,7 +1276,7 @@ def medians_table(rows: list[dict]) -> str:
         lines.append(
             f"{r['label']:<34} {r['chats']:>5} {_num(r['added_p50_ms'], '+.1f'):>8} "
             f"{_num(r['added_p95_ms'], '+.1f'):>8} {_num(r['x_relay'], '.2f'):>6} "
-            f"{_num(r['x_one_process'], '.2f'):>6} {str(r['lost']) + '/' + str(r['sent']):>11}"
+            f"{_num(r['x_one_process'], '.2f'):>6} {_lost(r):>11}"
             f"  {each}"
         )
     return "\n".join(lines)
