@@ -1393,9 +1393,14 @@ def warnings_for(results: list[dict]) -> list[str]:
 
 
 def report(
-    results: list[dict], judged: list[dict], args: argparse.Namespace, expected: str
+    results: list[dict],
+    median_rows: list[dict],
+    judged: list[dict],
+    args: argparse.Namespace,
+    expected: str,
 ) -> None:
-    """Every run's row, then (with several rounds) `judged`, the medians, and the targets."""
+    """Every run's row, then the medians over the rounds (if any), then the targets, judged on
+    `judged` (the medians, or each run)."""
     print()
     print(
         f"Window {args.duration:g} s after {args.warmup:g} s warm-up; replies of "
@@ -1410,9 +1415,9 @@ def report(
     )
     print()
     print(table(results))
-    if args.rounds > 1 and judged:  # none with --relay-only
+    if median_rows:
         print(f"\nMedians over {args.rounds} rounds (each round's app run against its relay):\n")
-        print(medians_table(judged))
+        print(medians_table(median_rows))
     lines = verdicts(judged)
     if lines:
         print("\nTargets:")
@@ -1496,10 +1501,11 @@ def main(argv: list[str] | None = None) -> int:
                 shutil.copy(path, logs / path.name)
         shutil.rmtree(workdir, ignore_errors=True)
     compare(results)
-    # What the targets are judged on: each run, or with several rounds their medians.
-    judged = medians(results) if args.rounds > 1 else results
+    # With several rounds the targets are judged on the medians (none with --relay-only).
+    median_rows = medians(results) if args.rounds > 1 else []
+    judged = median_rows or results
     if results:
-        report(results, judged, args, expected)
+        report(results, median_rows, judged, args, expected)
     if failures:
         print(f"\nFailed runs: {'; '.join(failures)}")
     if results:
@@ -1514,9 +1520,7 @@ def main(argv: list[str] | None = None) -> int:
                 "args": {k: v for k, v in vars(args).items() if not k.startswith("_")},
                 "expected_reply": expected,
                 "results": results,
-                "medians": [{k: v for k, v in row.items() if k != "rounds"} for row in judged]
-                if args.rounds > 1
-                else None,
+                "medians": [{k: v for k, v in row.items() if k != "rounds"} for row in median_rows],
                 "targets": verdicts(judged),
                 "failed": failures,
             }
