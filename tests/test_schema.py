@@ -10,14 +10,14 @@ from chat.models import Conversation, Message
 pytestmark = pytest.mark.django_db
 
 
-def message_indexes() -> dict[str, dict]:
+def message_indexes() -> list[dict]:
     with connection.cursor() as cursor:
         found = connection.introspection.get_constraints(cursor, "chat_message")
-    return {name: c for name, c in found.items() if c["index"] or c["unique"]}
+    return [c for c in found.values() if c["index"] or c["unique"]]
 
 
 def test_no_index_on_the_conversation_alone_the_unique_one_serves_its_lookups():
-    indexes = message_indexes().values()
+    indexes = message_indexes()
     # The partial unique index on conversation_id (one streaming reply) is the only one on it
     # alone; every lookup by conversation uses the (conversation, seq) one.
     alone = [c for c in indexes if c["columns"] == ["conversation_id"]]
@@ -25,8 +25,7 @@ def test_no_index_on_the_conversation_alone_the_unique_one_serves_its_lookups():
     assert any(c["unique"] and c["columns"] == ["conversation_id", "seq"] for c in indexes)
 
 
-def test_a_conversation_still_streams_one_reply_at_most(django_user_model):
-    alice = django_user_model.objects.create_user("alice", password="pw")
+def test_a_conversation_still_streams_one_reply_at_most(alice):
     conversation = Conversation.objects.create(owner=alice)
     streaming = {"conversation": conversation, "role": "assistant", "content": []}
     Message.objects.create(seq=2, status=Message.Status.STREAMING, **streaming)
