@@ -16,7 +16,7 @@ for c in python3 python3.14 python3.13 python3.12 \
 done; echo "No Python 3.12+ found" >&2; exit 1
 endef
 
-.PHONY: run serve admin test test-unit test-browser lint format bench bench-load bench-recall bench-cache bench-faults clean
+.PHONY: run serve admin test test-unit test-browser lint format bench bench-load bench-load-paced bench-recall bench-cache bench-faults clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || { py=$$($(FIND_PYTHON)) && echo "Creating $(VENV) with $$py" && $$py -m venv $(VENV); }
@@ -87,6 +87,9 @@ bench: $(STAMP)
 
 bench-load: $(STAMP)
 	$(PY) bench/load.py
+
+bench-load-paced: $(STAMP)
+	$(PY) bench/load.py --paced --chats 10 --db sqlite --processes 1 --rounds 3
 
 bench-recall: $(STAMP)
 	$(PY) bench/recall.py

@@ -34,7 +34,6 @@ django.setup()
 import uvloop  # noqa: E402
 from channels.layers import InMemoryChannelLayer  # noqa: E402
 from channels.utils import await_many_dispatch  # noqa: E402
-
 from chat.layers import InMemoryLayer  # noqa: E402
 
 

@@ -6,7 +6,9 @@ Every chat is one user with one conversation and one websocket. It sends a messa
 moment the last word of the reply has arrived it sends the next one, until the measured window
 ends. The model is `tests/fake_anthropic.py` in its own process: every reply is the same
 `--words` words, sent at once (no delay between deltas), so what is measured is the server; with
-`--stream-seconds S` the first word comes at once and the rest over S seconds, as a model streams.
+`--stream-seconds S` the first word comes at once and the rest over S seconds, as a model streams;
+`--delta-ms MS` spaces the deltas MS ms apart instead, and `--paced` is `--delta-ms 30` (a model's
+pace: the first token at 10 chats is then the critical path, not a wait behind other chats).
 
 The baseline is `bench/relay.py`, served by the same uvicorn with the same settings: a consumer
 that relays the provider's stream to its socket and does nothing else. It is measured in the same
@@ -55,6 +57,7 @@ HOST = "127.0.0.1"
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 MODEL = "claude-bench"
 FINAL_STATUSES = {"complete", "error", "interrupted", "cancelled"}
+PACED_DELTA_MS = 30.0  # --paced: deltas this far apart, as a model streams them
 
 # Targets (see bench/README.md): chats -> checks.
 ADDED_P50_MAX_MS = {100: 50.0, 10: 10.0}
@@ -136,6 +139,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "(default 0: every word at once)",
     )
     p.add_argument(
+        "--delta-ms",
+        type=float,
+        metavar="MS",
+        help="the provider sends each reply's deltas MS ms apart, its first at once (instead of "
+        "--stream-seconds: the same as --stream-seconds MS x (words - 1) / 1000)",
+    )
+    p.add_argument(
+        "--paced",
+        action="store_true",
+        help=f"--delta-ms {PACED_DELTA_MS:g}, as a model streams: the 10-chat first-token target "
+        "is then judged on the critical path of a reply (send, request, first frame)",
+    )
+    p.add_argument(
         "--clients",
         default="auto",
         help="load-client processes: a number, or auto = 1 up to 40 chats, else 2 (default)",
@@ -180,6 +196,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             p.error("--no-relay and --relay-only exclude each other")
         if args.clients != "auto" and not (args.clients.isdigit() and int(args.clients) >= 1):
             p.error("--clients must be a positive number or auto")
+    if args.paced:
+        if args.delta_ms is not None and args.delta_ms != PACED_DELTA_MS:
+            p.error(f"--paced is --delta-ms {PACED_DELTA_MS:g}")
+        args.delta_ms = PACED_DELTA_MS
+    if args.delta_ms is not None:
+        if args.delta_ms < 0 or args.stream_seconds:
+            p.error("--delta-ms must be >= 0, and excludes --stream-seconds")
+        args.stream_seconds = args.delta_ms * max(1, args.words - 1) / 1000
     return args
 
 
@@ -1404,7 +1428,8 @@ def report(
     print()
     print(
         f"Window {args.duration:g} s after {args.warmup:g} s warm-up; replies of "
-        f"{len(expected.split())} words ({len(expected)} chars); {os.cpu_count()} cores; "
+        f"{len(expected.split())} words ({len(expected)} chars), {pace(args)}; "
+        f"{os.cpu_count()} cores; "
         f"load average {os.getloadavg()[0]:.2f}."
     )
     print(
@@ -1426,6 +1451,13 @@ def report(
     if notes:
         print("\nNotes:")
         print("\n".join(notes))
+
+
+def pace(args: argparse.Namespace) -> str:
+    if not args.stream_seconds:
+        return "at once"
+    gap = args.stream_seconds * 1000 / max(1, args.words - 1)
+    return f"streamed over {args.stream_seconds:g} s (deltas {gap:.3g} ms apart)"
 
 
 # --- main ----------------------------------------------------------------------------------------
@@ -1455,14 +1487,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     try:
         provider, provider_url = start_provider(args.words, args.stream_seconds, workdir)
-        print(
-            f"Fake provider at {provider_url}, {args.words} words per reply"
-            + (
-                f", streamed over {args.stream_seconds:g} s."
-                if args.stream_seconds
-                else ", at once."
-            )
-        )
+        print(f"Fake provider at {provider_url}, {args.words} words per reply, {pace(args)}.")
         for chats in args.chats:
             print(f"{chats} chats:")
             for round_ in range(1, args.rounds + 1):

@@ -161,10 +161,10 @@ async def say(user, conversation_id: int, text: str) -> int:
 
 async def drive(args, user, conversation) -> dict:
     from asgiref.sync import sync_to_async
+    from compaction.loading import load_window
 
     from chat import engine
     from chat.models import Message
-    from compaction.loading import load_window
     from compaction.models import Compaction
     from search.messages import search
 

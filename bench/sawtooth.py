@@ -342,10 +342,10 @@ async def drive(
 
 
 def run(args: argparse.Namespace) -> tuple[list[TurnRecord], BenchModel, object, object]:
+    from compaction.loading import budget_for
     from django.contrib.auth import get_user_model
 
     from chat.models import Conversation
-    from compaction.loading import budget_for
 
     user = get_user_model().objects.create_user(
         f"bench-{uuid.uuid4().hex[:8]}", password=uuid.uuid4().hex

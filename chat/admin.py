@@ -5,10 +5,10 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin
 from django.db.models import Prefetch
 
+from chat.models import Conversation, Message, Pin
+from chat.transcript import current_branch
 from providers.prices import cost
-
-from .models import USAGE_COLUMNS, Conversation, Message, Pin
-from .transcript import current_branch
+from providers.usage_columns import COLUMNS
 
 
 def _dollars(conversations) -> str:
@@ -83,7 +83,7 @@ class UserWithCost(UserAdmin):
     list_display = [*UserAdmin.list_display, "cost"]
 
     def get_queryset(self, request):
-        spent = Conversation.objects.only("owner_id", "model", *USAGE_COLUMNS).order_by()
+        spent = Conversation.objects.only("owner_id", "model", *COLUMNS).order_by()
         return (
             super()
             .get_queryset(request)

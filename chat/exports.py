@@ -22,14 +22,12 @@ from datetime import UTC, datetime
 from asgiref.sync import sync_to_async
 from markdown_it import MarkdownIt
 
-import providers
-from compaction.loading import load_window
+from chat.models import Conversation, Message, duration
+from chat.transcript import current_branch
+from chat.window import load_window
 from compaction.models import Compaction
-from compaction.tokens import block_text
-
-from .bubbles import duration
-from .models import Conversation, Message
-from .transcript import current_branch
+from providers import registry
+from providers.tokens import block_text
 
 # --- export.json ---------------------------------------------------------------------------------
 
@@ -56,7 +54,7 @@ def conversation_json(conversation: Conversation) -> dict:
                 "content": m.content,
                 "status": m.status,
                 "tokens": m.tokens,
-                "usage": m.usage,
+                "usage": m.usage.as_dict() if m.usage else None,
                 "created_at": m.created_at.isoformat(),
             }
             for m in conversation.messages.order_by("seq").iterator()
@@ -105,7 +103,7 @@ def conversation_markdown(conversation: Conversation) -> Iterator[str]:
     the transcript in order, with a divider at each compaction boundary (its trigger, its token
     counts before and after, its summary quoted). Every version is there, in the order written;
     those off the branch on screen say so. Three queries, whatever its length."""
-    model = providers.model_info(conversation.model)
+    model = registry.model_info(conversation.model)
     yield f"# {inline(conversation.title)}\n\n"
     named = code_span(model.id)
     if model.label != model.id:

@@ -17,14 +17,13 @@ from dataclasses import dataclass, field
 from django.conf import settings
 from django.db import transaction
 
-import providers
-from compaction.tokens import estimate_content
-from search.text import searchable_text
-
-from .clean import SYSTEM_PROMPT, clean, invalid_text
-from .errors import ActionError
-from .models import Conversation, Message
-from .queue import title_from
+from chat.conversations import title_from
+from chat.models import Conversation, Message
+from chat.search_index import searchable_text
+from core.clean import SYSTEM_PROMPT, clean, invalid_text
+from core.errors import ActionError
+from providers import registry
+from providers.tokens import estimate_content
 
 KEPT_STATUSES = {"complete", "error", "interrupted", "cancelled"}
 CHATGPT_ROLES = {"user", "assistant"}
@@ -174,7 +173,7 @@ def store(user, found: list[Imported]) -> list[Conversation]:
                 owner=user,
                 title=title or "Imported conversation",
                 # The model this deployment answers with, not the one the file names.
-                model=providers.default_model(),
+                model=registry.default_model(),
                 system_prompt=item.system_prompt
                 if item.system_prompt is not None
                 else settings.DEFAULT_SYSTEM_PROMPT,

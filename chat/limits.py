@@ -3,13 +3,12 @@
 Counted in Django's cache in fixed windows (a key per window, expiring with it). With REDIS_URL
 the cache is Redis, shared by every process; without it the app runs as one process and its
 memory is the whole truth. Each limit is a setting; refusals say what the limit is and when to
-try again. Async callers run these through `chat.db.run`, with their database work: Django's
+try again. Async callers run these through `core.db.run`, with their database work: Django's
 async cache API would hop to the one thread every request shares.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 import time
 from dataclasses import dataclass
@@ -18,7 +17,8 @@ import redis
 from django.conf import settings
 from django.core.cache import caches
 
-from .errors import ActionError
+from core import runtime
+from core.errors import ActionError
 
 
 @dataclass(frozen=True)
@@ -56,20 +56,25 @@ def _per(window: int) -> str:
     return {60: "a minute", 900: "in 15 minutes", 3600: "an hour"}.get(window, f"per {window} s")
 
 
-@functools.cache
 def _counts():
-    """One cache client for the process. `django.core.cache.cache` is one per context, and each
-    call on the database threads runs in a fresh copy of its caller's context: through it, every
-    count made a client of its own, and with Redis a new connection (connected, health-checked)
-    per send. Both backends' clients are safe to share between threads."""
-    return caches.create_connection("default")
+    """One cache client for the process, kept on the runtime. `django.core.cache.cache` is one
+    per context, and each call on the database threads runs in a fresh copy of its caller's
+    context: through it, every count made a client of its own, and with Redis a new connection
+    (connected, health-checked) per send. Both backends' clients are safe to share between
+    threads."""
+    clients = runtime.current().cache_clients
+    if "counts" not in clients:
+        clients["counts"] = caches.create_connection("default")
+    return clients["counts"]
 
 
-@functools.cache
 def _redis() -> redis.Redis | None:
     """With REDIS_URL (where the cache is), a client of the counts' own for `hit`: one per
-    process, safe to share between threads."""
-    return redis.Redis.from_url(settings.REDIS_URL) if settings.REDIS_URL else None
+    process, kept on the runtime, safe to share between threads."""
+    clients = runtime.current().cache_clients
+    if "redis" not in clients:
+        clients["redis"] = redis.Redis.from_url(settings.REDIS_URL) if settings.REDIS_URL else None
+    return clients["redis"]
 
 
 def _key(limit: Limit, who, now: float) -> tuple[str, int]:

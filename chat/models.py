@@ -11,46 +11,23 @@ elsewhere.
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+
 from django.conf import settings
 from django.db import models
 from django.db.models import F
 from django.db.models.functions import Coalesce
+from django.utils import timezone
 
 from chat.branches import parent_of
+from chat.search_index import searchable_text
 from compaction.entries import Entry
-from search.text import searchable_text
+from core.clean import number
+from core.errors import ActionError
+from providers.usage_columns import UsageColumns, column_values
+from providers.values import Usage
 
-USAGE_COLUMNS = {
-    "input_tokens": "input_tokens",
-    "output_tokens": "output_tokens",
-    "cache_read_tokens": "cache_read_input_tokens",
-    "cache_creation_tokens": "cache_creation_input_tokens",
-}
-
-
-class UsageColumns(models.Model):
-    """The API's usage of a model call, as columns (None: nothing usable was reported; zero or
-    missing usage is unknown, never a figure). `usage` reads and writes them as the API's dict."""
-
-    input_tokens = models.PositiveIntegerField(null=True, blank=True)
-    output_tokens = models.PositiveIntegerField(null=True, blank=True)
-    cache_read_tokens = models.PositiveIntegerField(null=True, blank=True)
-    cache_creation_tokens = models.PositiveIntegerField(null=True, blank=True)
-
-    class Meta:
-        abstract = True
-
-    @property
-    def usage(self) -> dict | None:
-        if self.input_tokens is None:
-            return None
-        return {key: getattr(self, column) or 0 for column, key in USAGE_COLUMNS.items()}
-
-    @usage.setter
-    def usage(self, value: dict | None) -> None:
-        for column, key in USAGE_COLUMNS.items():
-            setattr(self, column, int(value.get(key) or 0) if value else None)
-
+NO_SUCH_CONVERSATION = "That conversation does not exist."
 
 # The sidebar's lists (chat/sidebar.py), as their queries filter them.
 LISTED = models.Q(deleted_at__isnull=True, archived_at__isnull=True, pinned_at__isnull=True)
@@ -63,17 +40,31 @@ FORKS = models.Q(parent_seq__isnull=False) & ~models.Q(parent_seq=models.F("seq"
 
 class ConversationQuerySet(models.QuerySet):
     def owned_by(self, user) -> ConversationQuerySet:
-        """The only way views and the consumer look conversations up: scoped to one user."""
+        """Every lookup on a person's behalf starts here: scoped to one user, deleted ones
+        left out."""
         if not user.is_authenticated:
             return self.none()
         return self.filter(owner=user, deleted_at__isnull=True)
 
-    def add_spent(self, pk, usage: dict) -> None:
+    def owned(self, user, conversation_id, *, lock: bool = False) -> Conversation:
+        """The user's conversation numbered `conversation_id` (as a frame, a form or a URL sent
+        it), locked for this transaction with `lock`; ActionError if there is none: another
+        user's, a deleted one and a malformed id all read the same."""
+        pk = number(conversation_id)
+        rows = self.owned_by(user).filter(pk=pk)
+        found = (rows.select_for_update() if lock else rows).first() if pk is not None else None
+        if found is None:
+            raise ActionError(NO_SUCH_CONVERSATION)
+        return found
+
+    def add_spent(self, pk, usage: Usage) -> None:
         """Add a model call's usage to the conversation's running totals."""
+        if usage is None or not usage.known:
+            return
         self.filter(pk=pk).update(
             **{
-                column: Coalesce(F(column), 0) + int(usage.get(key) or 0)
-                for column, key in USAGE_COLUMNS.items()
+                column: Coalesce(F(column), 0) + value
+                for column, value in column_values(usage).items()
             }
         )
 
@@ -257,3 +248,22 @@ class Pin(models.Model):
 # A reply not started yet (queued) or a message taken back (cancelled): the page shows no such
 # reply, and neither counts as a version of a message.
 UNSTARTED = (Message.Status.QUEUED, Message.Status.CANCELLED)
+# The statuses of rows a window can carry: queued and streaming replies have not happened yet,
+# cancelled messages never will.
+SETTLED = (Message.Status.COMPLETE, Message.Status.INTERRUPTED, Message.Status.ERROR)
+FINAL = (*SETTLED, Message.Status.CANCELLED)  # no write will ever change these rows
+
+
+def stale_before() -> datetime:
+    """Replies and compactions whose heartbeat is older than this belong to a process that died
+    (TURN_STALE_SECONDS): any process may close them."""
+    return timezone.now() - timedelta(seconds=settings.TURN_STALE_SECONDS)
+
+
+def duration(ms) -> str:
+    """How long a tool ran (a reply's `tool_runs`), as people read it ("" when unknown)."""
+    try:
+        ms = int(ms)
+    except (TypeError, ValueError):
+        return ""
+    return f"{ms} ms" if ms < 1000 else f"{ms / 1000:.1f} s"

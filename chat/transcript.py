@@ -8,10 +8,9 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db.models import Max, Min, Q
 
+from chat.branches import Tree, Versions, parent_of, versions
+from chat.models import FORKS, UNSTARTED, Conversation, Message, Pin
 from compaction.models import Compaction
-
-from .branches import Tree, Versions, parent_of, versions
-from .models import FORKS, UNSTARTED, Conversation, Message, Pin
 
 SHOWN_BOUNDARIES = [Compaction.Status.COMMITTED, Compaction.Status.UNDONE]
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from .cut import choose_cut
-from .entries import Entry
-from .tokens import block_text, estimate_content
+from compaction.cut import choose_cut
+from compaction.entries import Entry
+from providers.tokens import block_text, estimate_content
 
 CLEARED_PREFIX = "[Tool result cleared from the window"
 

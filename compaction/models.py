@@ -11,7 +11,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from chat.models import Conversation, UsageColumns
+from providers.usage_columns import UsageColumns
 
 
 class Compaction(UsageColumns):
@@ -31,8 +31,9 @@ class Compaction(UsageColumns):
         DISCARDED = "discarded"  # a draft the user threw away
         UNDONE = "undone"  # was committed, then undone by the user
 
+    # The one reference from this room up to the domain: by name, not by import.
     conversation = models.ForeignKey(
-        Conversation, on_delete=models.CASCADE, related_name="compactions"
+        "chat.Conversation", on_delete=models.CASCADE, related_name="compactions"
     )
     trigger = models.CharField(max_length=8, choices=Trigger.choices)
     kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.SUMMARY)

@@ -38,6 +38,11 @@ class Budget:
         if self.reserve < 0:
             raise ValueError(f"reserve must not be negative, got {self.reserve}")
 
+    def fits(self, window_tokens: int, incoming_tokens: int = 0) -> bool:
+        """Whether a request fits: the window, what it adds (a new message, a turn's steps so
+        far) and room for the reply. The one test every request passes before it is sent."""
+        return window_tokens + incoming_tokens + self.reserve <= self.total
+
     @property
     def threshold(self) -> int:
         return int(self.total * self.auto_at)
@@ -65,9 +70,21 @@ def needs_auto_compaction(window_tokens: int, budget: Budget, last_post_tokens: 
     return True
 
 
-def must_compact_before_send(window_tokens: int, incoming_tokens: int, budget: Budget) -> bool:
-    """Whether the next request would not fit: window + new message + room for the reply."""
-    return window_tokens + incoming_tokens + budget.reserve > budget.total
+def auto_compaction_due(
+    window_tokens: int,
+    budget: Budget,
+    last_post_tokens: int | None,
+    *,
+    draft_waiting: bool,
+    paused_until: datetime | None,
+    now: datetime,
+) -> bool:
+    """After a complete reply: whether to compact now. Not while a draft waits for the user's
+    review (knocking again would set it aside), nor while auto-compaction rests after failures;
+    otherwise when the window has crossed the threshold (`needs_auto_compaction`)."""
+    if draft_waiting or (paused_until is not None and paused_until > now):
+        return False
+    return needs_auto_compaction(window_tokens, budget, last_post_tokens)
 
 
 def auto_paused_until(

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from compaction.entries import Entry
-from compaction.summarise import neutralise_tags, render_entry
+from compaction.prompt import neutralise_tags, render_entry
 
 # The summary re-enters the window as a user/assistant pair at the head of `messages`, so roles
 # keep alternating and the prefix stays byte-identical (cacheable) until the next compaction.

@@ -187,6 +187,7 @@ INSTALLED_APPS = [
     "channels",
     "django_htmx",
     "chat",
+    "chat.web",
     "compaction",
 ]
 
@@ -217,15 +218,17 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "django.template.context_processors.csp",
-                "chat.context_processors.app_settings",
+                "chat.web.context_processors.app_settings",
             ],
+            # The chat's tags live with the rest of its rendering, not in an app's templatetags.
+            "libraries": {"chat_tags": "chat.render.tags"},
         },
     },
 ]
 
-# On PostgreSQL, async code runs its database work on this many threads per process (chat/db.py),
-# each with its own connection kept for CONN_MAX_AGE seconds; on SQLite it runs on the event
-# loop's thread. HTTP requests close their connections when they end (close_after_request).
+# On PostgreSQL, async code runs its database work on this many threads per process (core/db.py),
+# each with its own connection kept for CONN_MAX_AGE seconds; on SQLite on one thread, the event
+# loop waiting for it. HTTP requests close their connections when they end (close_after_request).
 DB_THREADS = env_int("DB_THREADS", 8)
 DATABASES = {
     "default": dj_database_url.parse(
@@ -291,8 +294,8 @@ if REDIS_URL:
         }
     }
 else:
-    # One process: its sockets share a layer in memory (chat/layers.py).
-    CHANNEL_LAYERS = {"default": {"BACKEND": "chat.layers.InMemoryLayer"}}
+    # One process: its sockets share a layer in memory (core/layers.py).
+    CHANNEL_LAYERS = {"default": {"BACKEND": "core.layers.InMemoryLayer"}}
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -366,7 +369,7 @@ LOGGING = {
 
 # --- The chat -----------------------------------------------------------------------------
 ALLOW_SIGNUP = env_bool("ALLOW_SIGNUP", True)
-# What people can type, field by field (chat/clean.py): the forms show the same limits.
+# What people can type, field by field (core/clean.py): the forms show the same limits.
 MAX_MESSAGE_CHARS = env_int("MAX_MESSAGE_CHARS", 20_000)
 MAX_SYSTEM_PROMPT_CHARS = env_int("MAX_SYSTEM_PROMPT_CHARS", 20_000)
 MAX_INSTRUCTIONS_CHARS = env_int("MAX_INSTRUCTIONS_CHARS", 2_000)
@@ -425,6 +428,9 @@ LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 2, minimum=0)
 # than 40, a reply streamed over 0.7 s goes in 15 frames instead of 18, and 100 paced chats on
 # one process cost about 0.2 ms less CPU a reply (bench/load.py --stream-seconds 0.7).
 DELTA_INTERVAL_MS = env_int("DELTA_INTERVAL_MS", 50, minimum=0)
+# A streaming reply's text is saved to its row (with its heartbeat) at most this often, so a tab
+# opened mid-reply, or a crash, loses at most this much; a write per token would cost more.
+PARTIAL_SAVE_MS = env_int("PARTIAL_SAVE_MS", 1000, minimum=0)
 
 # Tools. A turn is a loop of provider calls while the model asks for tools: at most this many
 # steps run tools; beyond them a call is answered "not run" and the turn ends.

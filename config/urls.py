@@ -2,14 +2,14 @@ from django.contrib import admin
 from django.contrib.auth.views import LoginView
 from django.urls import include, path
 
-from chat.accounts import LimitedAdminLoginForm, LimitedLoginForm
+from chat.web.accounts import LimitedAdminLoginForm, LimitedLoginForm
 
 admin.site.login_form = LimitedAdminLoginForm
 
 urlpatterns = [
     path("admin/", admin.site.urls),
-    # Before Django's own: the same view, counting failed attempts (chat/accounts.py).
+    # Before Django's own: the same view, counting failed attempts (chat/web/accounts.py).
     path("accounts/login/", LoginView.as_view(authentication_form=LimitedLoginForm), name="login"),
     path("accounts/", include("django.contrib.auth.urls")),
-    path("", include("chat.urls")),
+    path("", include("chat.web.urls")),
 ]

@@ -13,11 +13,9 @@ out is a missing key, not a validation failure, and no per-token model objects a
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import warnings
-import weakref
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -26,8 +24,9 @@ import anthropic
 import httpx2
 from anthropic import AsyncStream
 
-from .caching import with_breakpoints
-from .values import (
+from core import runtime
+from providers.caching import with_breakpoints
+from providers.values import (
     Capabilities,
     Event,
     Final,
@@ -60,25 +59,19 @@ class _SDKConfig:
     timeout: float
 
 
-# One AsyncAnthropic per configuration *and event loop*: its connection pool belongs to the loop
-# that opened it, and a sync caller going through async_to_sync may run each call on a fresh loop.
-# Loops are held weakly, so a finished loop's clients go with it.
-_sdk_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[_SDKConfig, Any]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
 def _sdk_client(config: _SDKConfig) -> anthropic.AsyncAnthropic:
-    per_loop = _sdk_clients.setdefault(asyncio.get_running_loop(), {})
-    client = per_loop.get(config)
+    """One AsyncAnthropic per configuration *and event loop*: its connection pool belongs to the
+    loop that opened it, and a sync caller going through async_to_sync may run each call on a
+    fresh loop. Kept on the runtime's state of the running loop."""
+    clients = runtime.current().loop().sdk_clients
+    client = clients.get(config)
     if client is None:
-        client = anthropic.AsyncAnthropic(
+        client = clients[config] = anthropic.AsyncAnthropic(
             api_key=config.api_key,
             base_url=config.base_url,
             max_retries=config.max_retries,
             timeout=config.timeout,
         )
-        per_loop[config] = client
     return client
 
 
@@ -96,6 +89,11 @@ class AnthropicClient:
     ) -> None:
         self.timeout = timeout
         self.caching = caching
+        # Models the SDK had nothing to warn about when asked for them: their requests skip
+        # catching warnings (which copies and resets the process's warning filters); and the
+        # warnings already logged, each said once.
+        self.quiet_models: set[str] = set()
+        self._logged: set[str] = set()
         if not api_key and base_url:
             api_key = PLACEHOLDER_API_KEY
         # An explicit key (never None) also keeps the SDK from reading credentials of its own
@@ -131,7 +129,7 @@ class AnthropicClient:
                 system, messages, tools, head=request.cache_head, latest=request.cache_latest
             )
         try:
-            manager = _open(
+            manager = self._open(
                 client,
                 request.model,
                 max_tokens=request.max_tokens,
@@ -161,6 +159,23 @@ class AnthropicClient:
             raise LLMError(
                 f"The model server at {self._where()} sent a reply that is not valid JSON."
             ) from None
+
+    def _open(self, client: anthropic.AsyncAnthropic, model: str, **params):
+        """The SDK's stream manager for `model`. The SDK warns (DeprecationWarning) when a model
+        is nearing end-of-life; the model is the operator's choice, so that is said once in the
+        log instead of raising under `-W error` or repeating it on every turn."""
+        if model in self.quiet_models:
+            return client.messages.stream(model=model, **params)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            manager = client.messages.stream(model=model, **params)
+        for w in caught:
+            if str(w.message) not in self._logged:
+                self._logged.add(str(w.message))
+                logger.warning("%s", w.message)
+        if not caught:
+            self.quiet_models.add(model)
+        return manager
 
     def _where(self) -> str:
         return self._config.base_url if self._config else DEFAULT_BASE_URL
@@ -404,33 +419,3 @@ def _api_error_type(exc: anthropic.APIStatusError) -> str:
 def _short(text: str, limit: int = 300) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-_logged: set[str] = set()
-
-
-# Models the SDK had nothing to warn about when asked for them: their requests skip catching
-# warnings, which copies and resets the process's warning filters.
-_no_warnings: set[str] = set()
-
-
-def _open(client: anthropic.AsyncAnthropic, model: str, **params):
-    """The SDK's stream manager for `model`. The SDK warns (DeprecationWarning) when a model
-    is nearing end-of-life; the model is the operator's choice, so that is said once in the log
-    instead of raising under `-W error` or repeating it on every turn."""
-    if model in _no_warnings:
-        return client.messages.stream(model=model, **params)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        manager = client.messages.stream(model=model, **params)
-    for w in caught:
-        _log_once(str(w.message))
-    if not caught:
-        _no_warnings.add(model)
-    return manager
-
-
-def _log_once(message: str) -> None:
-    if message not in _logged:
-        _logged.add(message)
-        logger.warning("%s", message)

@@ -14,10 +14,8 @@ import asyncio
 import re
 from collections.abc import AsyncIterator
 
-from compaction.tokens import block_text, estimate_request, estimate_text
-from compaction.window import SUMMARY_ACK, SUMMARY_INTRO
-
-from .values import (
+from providers.tokens import block_text, estimate_request, estimate_text
+from providers.values import (
     Capabilities,
     Event,
     Final,
@@ -92,6 +90,8 @@ class DemoClient:
 
 
 SEARCH_TOOL = "search_history"
+# A window headed by a summary carries it in this tag (compaction/window.py).
+SUMMARY_TAG = "<summary>"
 # A search_history answer's hits: "#12 · user · 2026-11-30 18:04 · score 3.1" then the snippet.
 HIT_RE = re.compile(r"^#(\d+) · (\w+) · [^\n]*\n\s+(.+)$", re.MULTILINE)
 
@@ -104,9 +104,7 @@ def compose(system: str, messages: list[dict], *, can_search: bool = False):
         return _quote_hit(results), None
     tokens = estimate_request(system, messages)
     summarised = bool(
-        messages
-        and messages[0].get("role") == "user"
-        and _message_text(messages[0]).startswith(SUMMARY_INTRO)
+        messages and messages[0].get("role") == "user" and SUMMARY_TAG in _message_text(messages[0])
     )
     head = (
         f"I'm the offline demo model. My window holds {_plural(len(messages), 'message')} "
@@ -188,17 +186,16 @@ def _best_line(question: str, window: list[dict], *, whole: bool = False) -> str
 
 
 def _window_lines(window: list[dict]) -> list[str]:
-    """What the user, the summary and tools said: not the demo's own echoes."""
+    """What the user, the summary and tools said: not the demo's own echoes, nor the words that
+    introduce a summary."""
     lines = []
-    for message in window:
+    for i, message in enumerate(window):
         if message["role"] == "assistant":
             continue
         text = _message_text(message)
-        if text.startswith(SUMMARY_INTRO):
-            text = text[len(SUMMARY_INTRO) :]
-        lines += [
-            line.strip() for line in text.splitlines() if line.strip() not in ("", SUMMARY_ACK)
-        ]
+        if i == 0 and SUMMARY_TAG in text:
+            text = text[text.index(SUMMARY_TAG) :]
+        lines += [line.strip() for line in text.splitlines() if line.strip()]
     return lines
 
 

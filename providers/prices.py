@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from django.conf import settings
 
+from providers.values import Usage
+
 CACHE_READ_FACTOR = 0.1
 CACHE_WRITE_FACTOR = 1.25
 
@@ -22,15 +24,15 @@ def price_of(model: str) -> tuple[float, float] | None:
     return tuple(settings.MODEL_PRICES[max(matches, key=len)])
 
 
-def cost(usage: dict | None, model: str) -> float | None:
-    """Dollars for one call's usage (the API's dict), or None when unknown."""
+def cost(usage: Usage | None, model: str) -> float | None:
+    """Dollars for some usage (one call's, or a running total), or None when unknown."""
     price = price_of(model)
-    if not usage or price is None:
+    if usage is None or not usage.known or price is None:
         return None
     per_input, per_output = (p / 1_000_000 for p in price)
     return (
-        usage.get("input_tokens", 0) * per_input
-        + usage.get("cache_read_input_tokens", 0) * per_input * CACHE_READ_FACTOR
-        + usage.get("cache_creation_input_tokens", 0) * per_input * CACHE_WRITE_FACTOR
-        + usage.get("output_tokens", 0) * per_output
+        (usage.input_tokens or 0) * per_input
+        + (usage.cache_read_input_tokens or 0) * per_input * CACHE_READ_FACTOR
+        + (usage.cache_creation_input_tokens or 0) * per_input * CACHE_WRITE_FACTOR
+        + (usage.output_tokens or 0) * per_output
     )

@@ -23,10 +23,10 @@ from datetime import datetime
 from django.db import connection
 
 from chat.branches import Fork
+from chat.search_index import MARK_CLOSE, MARK_OPEN
 from chat.transcript import trees
-from compaction.snapshot import as_datetime
-
-from .text import MARK_CLOSE, MARK_OPEN, Query, parse
+from core.db import as_datetime
+from search.query import Query, parse
 
 MAX_LIMIT = 50
 # PostgreSQL: rows considered for ranking. Beyond this many messages holding some query word,

@@ -26,13 +26,13 @@ def close_thread_connections(django_db_setup, django_db_blocker):
 
 
 @pytest.fixture(autouse=True)
-def fresh_window_cache():
-    """Tests roll back and flush the database, so ids come back with other rows behind them
-    (in production an id is never reused): each test starts with an empty window cache."""
-    from compaction import loading, snapshot
+def fresh_runtime():
+    """Each test starts from a fresh runtime: its caches, clients and registered models are the
+    test's own. (Tests roll back and flush the database, so ids come back with other rows behind
+    them; in production an id is never reused.)"""
+    from core import runtime
 
-    snapshot._cache.clear()
-    loading._earlier.clear()
+    yield runtime.reset()
 
 
 @pytest.fixture
@@ -53,10 +53,13 @@ def conversation(alice):
 
 
 @pytest.fixture
-def fake_llm(monkeypatch):
-    """Every turn and compaction, whatever the conversation's model, talks to this fake."""
+def fake_llm(fresh_runtime):
+    """Every turn and compaction, whatever the conversation's model, talks to this fake: it is
+    registered for every model, as a real provider is."""
+    from providers import registry
+
     client = FakeClient()
-    monkeypatch.setattr("providers.client_for", lambda model: client)
+    registry.register(client)
     return client
 
 
@@ -66,10 +69,10 @@ async def channel_layer(settings):
     work in this test's event loop is shut down after it."""
     from channels.layers import channel_layers
 
-    from chat import engine
+    from chat.turns import engine
 
     if not settings.REDIS_URL:
-        settings.CHANNEL_LAYERS = {"default": {"BACKEND": "chat.layers.InMemoryLayer"}}
+        settings.CHANNEL_LAYERS = {"default": {"BACKEND": "core.layers.InMemoryLayer"}}
     channel_layers.backends.clear()
     yield
     await engine.shutdown()

@@ -14,7 +14,7 @@ import asyncio
 import copy
 from dataclasses import dataclass, field
 
-from compaction.tokens import estimate_request, estimate_text
+from providers.tokens import estimate_request, estimate_text
 from providers.values import Capabilities, Final, LLMError, Request, TextDelta, Usage
 
 DEFAULT_REPLY = ["This ", "is ", "the ", "fake ", "model."]
@@ -32,6 +32,7 @@ class _Scripted:
     gate: asyncio.Event | None = None
     gate_at: int = 1
     burst: bool = False
+    crash: BaseException | None = None
 
 
 @dataclass
@@ -42,6 +43,7 @@ class FakeClient:
     context_window: int = 200_000
     can_summarise: bool = True
     delay: float = 0.0  # seconds between chunks, unless an enqueued reply sets its own
+    on_request: object = None  # called with each request as it arrives, when set
     calls: list[Request] = field(default_factory=list)
     _queue: list[_Scripted] = field(default_factory=list)
 
@@ -91,7 +93,13 @@ class FakeClient:
             _Scripted(list(after_chunks or []), error=reason, status=status, delay=delay)
         )
 
+    def enqueue_crash(self, exception: BaseException) -> None:
+        """Fail the next request with `exception`, as a bug (not a provider fault) would."""
+        self._queue.append(_Scripted([], crash=exception))
+
     async def stream(self, request: Request):
+        if self.on_request is not None:
+            self.on_request(request)
         # Copy what was sent: callers may mutate their lists after the call.
         self.calls.append(
             Request(
@@ -103,6 +111,8 @@ class FakeClient:
             )
         )
         script = self._queue.pop(0) if self._queue else _Scripted(list(DEFAULT_REPLY))
+        if script.crash is not None:
+            raise script.crash
         delay = self.delay if script.delay is None else script.delay
         for i, chunk in enumerate(script.chunks):
             if i == script.gate_at and script.gate is not None:
@@ -115,6 +125,8 @@ class FakeClient:
         text = "".join(script.chunks)
         if script.usage is OMIT:
             usage = Usage()
+        elif isinstance(script.usage, Usage):
+            usage = script.usage
         else:
             usage = {
                 "input_tokens": estimate_request(request.system, request.messages),

@@ -8,9 +8,9 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from chat.models import Message
-from compaction.loading import load_window
+from chat.window import load_window
 from compaction.models import Compaction
-from compaction.tokens import estimate_request
+from providers.tokens import estimate_request
 from tests.conftest import receive_until, shows, socket_for
 from tests.fakes import OMIT
 from tests.transcripts import add_turns
@@ -83,7 +83,7 @@ async def test_a_gateway_answering_a_stream_with_one_json_message_is_answered(
     await talk(alice, conversation, ["hello"])
     reply = await Message.objects.aget(conversation=conversation, seq=2)
     assert (reply.status, reply.text) == ("complete", "Whole message.")
-    assert reply.usage["input_tokens"] == 30
+    assert reply.usage.input_tokens == 30
 
 
 async def test_a_message_too_big_for_any_window_is_refused_with_both_sizes(

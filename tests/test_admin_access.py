@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from compaction import actions
+from chat import compaction_actions as actions
 from compaction.models import Compaction, Review
+from core.errors import ActionError
 from tests.transcripts import add_turns
 
 pytestmark = pytest.mark.django_db
@@ -51,12 +52,12 @@ def _draft(conversation, **fields) -> Compaction:
 
 def test_every_review_action_is_recorded_with_who_and_when(conversation, alice, admin_client):
     add_turns(conversation, 8)
-    approved = actions._approve(alice, conversation.pk, _draft(conversation).pk, "The draft brief.")
-    actions._undo(alice, conversation.pk)
-    edited = actions._approve(alice, conversation.pk, _draft(conversation).pk, "Shorter.")
-    discarded = actions._discard(alice, conversation.pk, _draft(conversation).pk)
+    approved = actions.approve(alice, conversation.pk, _draft(conversation).pk, "The draft brief.")
+    actions.undo(alice, conversation.pk)
+    edited = actions.approve(alice, conversation.pk, _draft(conversation).pk, "Shorter.")
+    discarded = actions.discard(alice, conversation.pk, _draft(conversation).pk)
     regenerated = _draft(conversation)
-    actions._open_for_user(alice, conversation.pk, None, "focus on tests", discard=regenerated.pk)
+    actions.open_for_user(alice, conversation.pk, "focus on tests", discard=regenerated.pk)
 
     reviews = [(r.compaction_id, r.action, r.user) for r in Review.objects.all()]
     assert reviews == [
@@ -77,12 +78,10 @@ def test_every_review_action_is_recorded_with_who_and_when(conversation, alice, 
 
 
 def test_a_refused_review_records_nothing(conversation, alice, bob):
-    from compaction.run import CompactionRefused
-
     add_turns(conversation, 8)
     draft = _draft(conversation)
-    with pytest.raises(CompactionRefused):
-        actions._approve(bob, conversation.pk, draft.pk, "Bob's edit")  # not his conversation
-    with pytest.raises(CompactionRefused):
-        actions._approve(alice, conversation.pk, draft.pk, "")  # empty
+    with pytest.raises(ActionError):
+        actions.approve(bob, conversation.pk, draft.pk, "Bob's edit")  # not his conversation
+    with pytest.raises(ActionError):
+        actions.approve(alice, conversation.pk, draft.pk, "")  # empty
     assert not Review.objects.exists()

@@ -77,10 +77,10 @@ async def test_between_compactions_each_request_extends_the_last_and_reads_it_fr
         n = len(earlier["messages"])
         assert stripped(later["messages"][:n]) == stripped(earlier["messages"])
     replies = [m async for m in Message.objects.filter(role="assistant").order_by("seq")]
-    assert replies[0].usage["cache_read_input_tokens"] == 0
-    assert replies[0].usage["cache_creation_input_tokens"] > 0
+    assert replies[0].usage.cache_read_input_tokens == 0
+    assert replies[0].usage.cache_creation_input_tokens > 0
     for reply in replies[1:]:
-        assert reply.usage["cache_read_input_tokens"] > 0  # everything up to the last request
+        assert reply.usage.cache_read_input_tokens > 0  # everything up to the last request
 
 
 @pytest.mark.django_db(transaction=True)
@@ -191,7 +191,7 @@ GOOD_BRIEF = "<analysis>notes</analysis><summary>## Primary request and intent\n
 async def test_a_summary_while_the_prefix_is_cached_is_asked_over_it_and_reads_it(
     alice, conversation, fake_anthropic, settings
 ):
-    from compaction.summarise import PREFIX_MARKER
+    from compaction.prompt import PREFIX_MARKER
 
     row = await _chat_then_compact(
         alice, conversation, fake_anthropic, settings, summaries=[GOOD_BRIEF]
@@ -233,7 +233,7 @@ async def test_without_a_cached_prefix_the_summary_is_asked_over_a_separate_tran
 
     from django.utils import timezone
 
-    from compaction.summarise import SYSTEM_PROMPT
+    from compaction.prompt import SYSTEM_PROMPT
 
     settings.CONTEXT_BUDGET_TOKENS = 3000
     texts = [f"Question {n}: " + " ".join(f"detail{n}x{i}" for i in range(150)) for n in range(3)]
@@ -254,7 +254,7 @@ async def test_without_a_cached_prefix_the_summary_is_asked_over_a_separate_tran
 async def test_a_model_that_goes_on_chatting_instead_is_asked_again_over_a_transcript(
     alice, conversation, fake_anthropic, settings
 ):
-    from compaction.summarise import SYSTEM_PROMPT
+    from compaction.prompt import SYSTEM_PROMPT
 
     row = await _chat_then_compact(
         alice,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from compaction.chart import sawtooth_svg
+from chat.render.meter import sawtooth_svg
 
 
 def points(svg: str) -> list[tuple[float, float]]:

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from chat.clean import FIELDS, scrubbed
 from chat.models import Conversation, Message
 from compaction.models import Compaction
+from core.clean import FIELDS, scrubbed
 from tests.conftest import receive_until, shows, socket_for
 from tests.waiting import settle
 

@@ -12,7 +12,7 @@ from chat.models import Message
 from compaction.clearing import CLEARED_PREFIX, clear_entry, plan
 from compaction.entries import Entry
 from compaction.models import Compaction
-from compaction.tokens import estimate_content
+from providers.tokens import estimate_content
 from tests.conftest import receive_until, shows, socket_for
 from tests.waiting import settle
 

@@ -1,4 +1,4 @@
-"""The streamed text's coalescing (chat/coalesce.py): frames do not grow with the deltas."""
+"""The streamed text's coalescing (chat/turns/relay.py): frames do not grow with the deltas."""
 
 from __future__ import annotations
 
@@ -6,15 +6,23 @@ import asyncio
 
 import pytest
 
-from chat import broadcast, fragments
-from chat.coalesce import DeltaRelay
+from chat.render import frames as fragments
+from chat.turns.relay import DeltaRelay
 
 LONG = 3600.0  # an interval no test waits out: what goes out before it is what goes at once
 BUBBLE = "<article>bubble</article>"
+WHOLE = "<article>whole</article>"
+
+
+class Shown:
+    """An event standing in for a bubble: shown as its `html`."""
+
+    def __init__(self, html: str) -> None:
+        self.html = html
 
 
 class Frames:
-    """Stands in for the channel layer: keeps each frame; `gate` (when set) holds every send
+    """Stands in for the outbox: keeps each frame, rendered; `gate` (when set) holds every send
     until it is opened, as a slow layer would."""
 
     def __init__(self) -> None:
@@ -22,10 +30,12 @@ class Frames:
         self.arrived = asyncio.Event()
         self.gate: asyncio.Event | None = None
 
-    async def html(self, conversation_id: int, fragment: str) -> None:
+    async def send(self, conversation_id: int, *events) -> None:
         if self.gate is not None:
             await self.gate.wait()
-        self.sent.append(fragment)
+        self.sent.append(
+            "".join(e.html if isinstance(e, Shown) else fragments.render([e]) for e in events)
+        )
         self.arrived.set()
 
     async def until(self, count: int) -> None:
@@ -35,10 +45,8 @@ class Frames:
 
 
 @pytest.fixture
-def frames(monkeypatch) -> Frames:
-    fake = Frames()
-    monkeypatch.setattr(broadcast, "html", fake.html)
-    return fake
+def frames() -> Frames:
+    return Frames()
 
 
 async def settle() -> None:
@@ -47,7 +55,7 @@ async def settle() -> None:
 
 
 async def test_the_first_text_goes_at_once_with_the_bubble_and_a_burst_gathers_behind_it(frames):
-    relay = DeltaRelay(7, 2, LONG, preface=BUBBLE)
+    relay = DeltaRelay(7, 2, LONG, [Shown(BUBBLE)], send=frames.send)
     words = [f"w{i} " for i in range(500)]
     await relay.add(words[0])
     # The stream went on only once the first frame had been handed to the tabs.
@@ -57,12 +65,12 @@ async def test_the_first_text_goes_at_once_with_the_bubble_and_a_burst_gathers_b
     await settle()
     assert len(frames.sent) == 1  # within the interval: they wait
     # Closing sends what waits at once, in one frame (the final frame waits for the save).
-    assert await relay.close() == ""
+    assert await relay.close() == ()
     assert frames.sent[1:] == [fragments.delta(2, "".join(words[1:]))]
 
 
 async def test_what_gathers_within_an_interval_goes_in_one_frame_in_order(frames):
-    relay = DeltaRelay(7, 2, 0.001, preface=BUBBLE)
+    relay = DeltaRelay(7, 2, 0.001, [Shown(BUBBLE)], send=frames.send)
     await relay.add("a")
     for word in ["b", "c", "d<e"]:
         await relay.add(word)
@@ -76,14 +84,14 @@ async def test_what_gathers_within_an_interval_goes_in_one_frame_in_order(frames
 
 
 async def test_the_bubble_goes_alone_when_no_text_comes_within_an_interval(frames):
-    relay = DeltaRelay(7, 2, 0.001, preface=BUBBLE)
+    relay = DeltaRelay(7, 2, 0.001, [Shown(BUBBLE)], send=frames.send)
     await frames.until(1)
     assert frames.sent == [BUBBLE]
-    assert await relay.close() == ""  # carried already: the final frame need not
+    assert await relay.close() == ()  # carried already: the final frame need not
 
 
 async def test_after_the_bubble_went_alone_the_first_text_still_goes_at_once(frames):
-    relay = DeltaRelay(7, 2, 0.001, preface=BUBBLE)
+    relay = DeltaRelay(7, 2, 0.001, [Shown(BUBBLE)], send=frames.send)
     await frames.until(1)  # the model was slow to start
     await relay.add("late start")
     assert frames.sent == [BUBBLE, fragments.delta(2, "late start")]
@@ -94,8 +102,8 @@ async def test_after_the_bubble_went_alone_the_first_text_still_goes_at_once(fra
 
 
 async def test_closed_before_any_frame_the_bubble_is_handed_to_the_final_frame(frames):
-    relay = DeltaRelay(7, 2, LONG, preface=BUBBLE)
-    assert await relay.close() == BUBBLE
+    relay = DeltaRelay(7, 2, LONG, [Shown(BUBBLE)], send=frames.send)
+    assert [e.html for e in await relay.close()] == [BUBBLE]
     await settle()
     assert frames.sent == []
     await relay.add("late")  # after close: nothing goes
@@ -105,7 +113,7 @@ async def test_closed_before_any_frame_the_bubble_is_handed_to_the_final_frame(f
 
 async def test_a_slow_layer_holds_the_stream_only_for_the_first_frame(frames):
     frames.gate = asyncio.Event()
-    relay = DeltaRelay(7, 2, 0.0, preface=BUBBLE)
+    relay = DeltaRelay(7, 2, 0.0, [Shown(BUBBLE)], send=frames.send)
     adding = asyncio.ensure_future(relay.add("one "))
     await settle()
     assert not adding.done() and frames.sent == []  # the stream waits for its first frame
@@ -126,7 +134,7 @@ async def test_a_slow_layer_holds_the_stream_only_for_the_first_frame(frames):
 
 
 async def test_close_waits_for_the_frame_in_flight_then_sends_what_gathered(frames):
-    relay = DeltaRelay(7, 2, 0.0, preface=BUBBLE)
+    relay = DeltaRelay(7, 2, 0.0, [Shown(BUBBLE)], send=frames.send)
     await relay.add("x")
     frames.gate = asyncio.Event()
     await relay.add("y")  # its frame goes out, held by the layer
@@ -136,7 +144,7 @@ async def test_close_waits_for_the_frame_in_flight_then_sends_what_gathered(fram
     await settle()
     assert not closing.done()  # the frame is still going out
     frames.gate.set()
-    assert await closing == ""
+    assert await closing == ()
     assert frames.sent == [
         BUBBLE + fragments.delta(2, "x"),
         fragments.delta(2, "y"),
@@ -145,14 +153,14 @@ async def test_close_waits_for_the_frame_in_flight_then_sends_what_gathered(fram
 
 
 async def test_a_checkpoint_sends_its_frame_after_the_one_in_flight_and_goes_on(frames):
-    relay = DeltaRelay(7, 2, LONG, preface=BUBBLE)
+    relay = DeltaRelay(7, 2, LONG, [Shown(BUBBLE)], send=frames.send)
     await relay.add("step one")
     await relay.add(" pending")  # not sent: the checkpoint's frame re-renders the bubble whole
-    await relay.checkpoint("<article>whole</article>")
+    await relay.checkpoint(Shown(WHOLE))
     await relay.add("step two")
     await relay.close()
     assert frames.sent == [
         BUBBLE + fragments.delta(2, "step one"),
-        "<article>whole</article>",
+        WHOLE,
         fragments.delta(2, "step two"),
     ]

@@ -8,14 +8,18 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.db import transaction
 
-from chat import db
+from chat import compaction_actions as actions
+from chat import compactions
 from chat.models import Conversation, Pin
-from compaction import actions, run
-from compaction.loading import load_window
+from chat.state import read_state
+from chat.turns import compacting
+from chat.turns.tasks import hold
+from chat.window import load_window, state_of
 from compaction.models import Compaction
-from compaction.run import CompactionRefused
-from compaction.snapshot import _cache
 from compaction.window import SUMMARY_INTRO
+from core import db, runtime
+from core.errors import ActionError
+from providers import registry
 from tests.fake_anthropic import system_text
 from tests.fakes import FakeClient
 from tests.transcripts import add_turns, snapshot
@@ -46,9 +50,11 @@ def window_of(conversation):
 def _open(conversation_id, trigger, instructions, before_reply):
     with transaction.atomic():
         conversation = Conversation.objects.locked(conversation_id)
-        return run.open_locked(
+        state = read_state(conversation_id)
+        return compactions.open_locked(
             conversation,
-            load_window(conversation),
+            state_of(conversation, state),
+            state.later_versions(),
             trigger=trigger,
             instructions=instructions,
             before_reply=before_reply,
@@ -56,14 +62,18 @@ def _open(conversation_id, trigger, instructions, before_reply):
 
 
 async def compact(conversation, client, *, trigger="manual", instructions="", before_reply=False):
-    """Open and run one compaction with `client` answering, as the engine does (a cancel
-    while it is being opened releases it)."""
-    from chat import engine
+    """Open and run one compaction with `client` answering (registered for every model, as a
+    provider is), as the engine does (a cancel while it is being opened releases it)."""
+    opened = await hold(db.run(_open, conversation.pk, trigger, instructions, before_reply))
+    registry.register(client)
+    return await compacting.run(opened)
 
-    opened = await engine.hold(db.run(_open, conversation.pk, trigger, instructions, before_reply))
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("providers.client_for", lambda model: client)
-        return await run.run(opened)
+
+class Broken(FakeClient):
+    """A model client that fails in a way no provider fault handling catches."""
+
+    def capabilities(self, model):
+        raise RuntimeError("disk on fire")
 
 
 async def test_it_commits_a_boundary_and_leaves_the_transcript_untouched(conversation):
@@ -126,19 +136,13 @@ async def test_a_failed_model_summary_falls_back_to_rules_never_to_empty(
     assert f"Question {row.first_kept_seq - 2}:" in row.summary
 
 
-async def test_a_crash_leaves_no_boundary_and_releases_the_conversation(conversation, monkeypatch):
+async def test_a_crash_leaves_no_boundary_and_releases_the_conversation(conversation):
     await sync_to_async(add_turns)(conversation, 8)
-
-    async def broken(*args, **kwargs):
-        raise RuntimeError("disk on fire")
-
-    monkeypatch.setattr(run, "summarise", broken)
     with pytest.raises(RuntimeError):
-        await compact(conversation, FakeClient())
+        await compact(conversation, Broken())
     row = await Compaction.objects.aget(conversation=conversation)
     assert row.status == "failed" and "disk on fire" in row.error
     assert (await sync_to_async(load_window)(conversation)).boundary is None
-    monkeypatch.undo()
     assert (await compact(conversation, FakeClient())).status == "committed"
 
 
@@ -150,7 +154,7 @@ async def test_two_compact_now_at_once_produce_one_boundary(conversation):
     results = await asyncio.gather(
         compact(conversation, client), compact(conversation, client), return_exceptions=True
     )
-    refused = [r for r in results if isinstance(r, CompactionRefused)]
+    refused = [r for r in results if isinstance(r, ActionError)]
     done = [r for r in results if isinstance(r, Compaction)]
     assert len(done) == 1 and len(refused) == 1
     assert "already running" in refused[0].reason
@@ -159,7 +163,7 @@ async def test_two_compact_now_at_once_produce_one_boundary(conversation):
 
 async def test_nothing_to_compact_is_refused_with_a_reason(conversation):
     await sync_to_async(add_turns)(conversation, 1)
-    with pytest.raises(CompactionRefused, match="Nothing to compact"):
+    with pytest.raises(ActionError, match="Nothing to compact"):
         await compact(conversation, FakeClient())
     assert await Compaction.objects.acount() == 0
 
@@ -185,9 +189,9 @@ async def test_review_mode_makes_a_draft_that_only_approval_commits(conversation
     draft = await compact(conversation, client)
     assert draft.status == "draft"
     assert (await sync_to_async(window_of)(conversation)).boundary is None
-    with pytest.raises(CompactionRefused, match="review"):
+    with pytest.raises(ActionError, match="review"):
         await compact(conversation, client)
-    approved = await db.run(actions._approve, alice, conversation.pk, draft.pk, "My own brief.")
+    approved = await db.run(actions.approve, alice, conversation.pk, draft.pk, "My own brief.")
     assert approved.status == "committed" and approved.edited
     head = (await sync_to_async(window_of)(conversation)).window().messages[0]["content"][0]["text"]
     assert "My own brief." in head
@@ -198,10 +202,10 @@ async def test_a_discarded_draft_changes_nothing(conversation, alice):
     await conversation.asave()
     await sync_to_async(add_turns)(conversation, 8)
     draft = await compact(conversation, FakeClient())
-    await db.run(actions._discard, alice, conversation.pk, draft.pk)
+    await db.run(actions.discard, alice, conversation.pk, draft.pk)
     assert (await sync_to_async(window_of)(conversation)).boundary is None
-    with pytest.raises(CompactionRefused):
-        await db.run(actions._approve, alice, conversation.pk, draft.pk, "late")
+    with pytest.raises(ActionError):
+        await db.run(actions.approve, alice, conversation.pk, draft.pk, "late")
 
 
 async def test_undo_restores_the_previous_window(conversation, alice):
@@ -210,21 +214,21 @@ async def test_undo_restores_the_previous_window(conversation, alice):
     client = FakeClient()
     client.enqueue([GOOD])
     row = await compact(conversation, client)
-    undone = await db.run(actions._undo, alice, conversation.pk)
+    undone = await db.run(actions.undo, alice, conversation.pk)
     assert undone.pk == row.pk and undone.status == "undone"
     assert (await sync_to_async(window_of)(conversation)).window() == before
-    with pytest.raises(CompactionRefused, match="no compaction to undo"):
-        await db.run(actions._undo, alice, conversation.pk)
+    with pytest.raises(ActionError, match="no compaction to undo"):
+        await db.run(actions.undo, alice, conversation.pk)
 
 
 def test_bob_cannot_approve_or_undo_alices_compactions(conversation, bob):
     row = Compaction.objects.create(
         conversation=conversation, trigger="manual", status="draft", first_kept_seq=3
     )
-    with pytest.raises(CompactionRefused):
-        actions._approve(bob, conversation.pk, row.pk, "mine now")
-    with pytest.raises(CompactionRefused):
-        actions._undo(bob, conversation.pk)
+    with pytest.raises(ActionError):
+        actions.approve(bob, conversation.pk, row.pk, "mine now")
+    with pytest.raises(ActionError):
+        actions.undo(bob, conversation.pk)
 
 
 async def test_repeated_auto_failures_pause_auto_compaction_and_a_success_clears_it(
@@ -263,16 +267,14 @@ async def test_a_full_window_supersedes_a_draft_waiting_for_review(conversation)
 
 
 async def test_cancelling_a_compaction_never_leaves_it_running(conversation, alice):
-    from chat import engine
-
     await sync_to_async(add_turns)(conversation, 8)
 
     # Cancelled while the row is being claimed: the claim lands, and is released.
     async def claiming():
         await asyncio.sleep(0)  # under way (on PostgreSQL, on a database thread)
-        return await actions.compact_now(alice, conversation.pk, "")
+        return await compacting.compact_now(alice, conversation.pk, "")
 
-    task = asyncio.ensure_future(engine.hold(claiming()))
+    task = asyncio.ensure_future(hold(claiming()))
     await asyncio.sleep(0)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -296,10 +298,10 @@ def test_a_draft_is_only_reviewed_from_its_own_conversation(conversation, alice)
     draft = Compaction.objects.create(
         conversation=conversation, trigger="manual", status="draft", first_kept_seq=3
     )
-    with pytest.raises(CompactionRefused):
-        actions._approve(alice, other.pk, draft.pk, "from the wrong tab")
-    with pytest.raises(CompactionRefused):
-        actions._discard(alice, other.pk, draft.pk)
+    with pytest.raises(ActionError):
+        actions.approve(alice, other.pk, draft.pk, "from the wrong tab")
+    with pytest.raises(ActionError):
+        actions.discard(alice, other.pk, draft.pk)
     draft.refresh_from_db()
     assert draft.status == "draft"
 
@@ -312,8 +314,8 @@ def test_undo_waits_for_an_open_draft(conversation, alice):
     Compaction.objects.create(
         conversation=conversation, trigger="manual", status="draft", first_kept_seq=9
     )
-    with pytest.raises(CompactionRefused, match="in progress"):
-        actions._undo(alice, conversation.pk)
+    with pytest.raises(ActionError, match="in progress"):
+        actions.undo(alice, conversation.pk)
 
 
 def test_an_edited_summary_that_would_not_shrink_the_window_is_refused(
@@ -328,8 +330,8 @@ def test_an_edited_summary_that_would_not_shrink_the_window_is_refused(
         first_kept_seq=13,
         summary="short",
     )
-    with pytest.raises(CompactionRefused, match="Shorten the summary"):
-        actions._approve(alice, conversation.pk, draft.pk, "x " * 20_000)
+    with pytest.raises(ActionError, match="Shorten the summary"):
+        actions.approve(alice, conversation.pk, draft.pk, "x " * 20_000)
     draft.refresh_from_db()
     assert draft.status == "draft"
 
@@ -352,7 +354,7 @@ def test_pinning_an_old_message_moves_the_count_even_with_an_anchor(conversation
         window_boundary_id=boundary.pk,
         window_head_tokens=before.head_tokens,
     )
-    _cache.clear()  # the app never rewrites a final row; this test just did
+    runtime.reset()  # the app never rewrites a final row; this test just did
     anchored = load_window(conversation).tokens
     Pin.objects.create(message=Message.objects.get(seq=1), conversation=conversation)
     pinned = load_window(conversation)
@@ -363,12 +365,11 @@ def test_pinning_an_old_message_moves_the_count_even_with_an_anchor(conversation
 async def test_the_summary_request_reaches_an_anthropic_server_structured(
     conversation, fake_anthropic
 ):
-    import providers
-    from compaction.summarise import SECTIONS
+    from compaction.prompt import SECTIONS
 
     await sync_to_async(add_turns)(conversation, 8)
     fake_anthropic.enqueue_reply(["<analysis>notes</analysis><summary>Served brief.</summary>"])
-    row = await compact(conversation, providers.client_for("claude-test"))
+    row = await compact(conversation, registry.client_for("claude-test"))
     assert (row.summariser, row.summary) == ("model", "Served brief.")
     sent = fake_anthropic.requests[-1]
     body = sent["messages"][0]["content"]

@@ -42,7 +42,7 @@ async def test_a_streamed_reply_is_saved_with_the_api_usage(alice, conversation,
     assert "Streamed reply" in frames[-1]
     user, reply = await saved(conversation)
     assert (reply.status, reply.text) == ("complete", "Streamed reply")
-    assert reply.usage["input_tokens"] == 120 and reply.usage["output_tokens"] == 7
+    assert reply.usage.input_tokens == 120 and reply.usage.output_tokens == 7
     sent = fake_anthropic.requests[0]
     assert system_text(sent) == "Be brief."
     # The latest message is the moving prompt-cache breakpoint.

@@ -8,9 +8,8 @@ import re
 
 import pytest
 
-from chat import engine
-from chat.liveness import local
 from chat.models import Message
+from core import layers, runtime
 from tests.conftest import receive_until, shows, socket_for
 from tests.waiting import settle
 
@@ -44,7 +43,7 @@ async def test_it_streams_a_reply_in_fragments_and_saves_it_with_usage(
     assert (user.role, user.content) == ("user", [{"type": "text", "text": "hi"}])
     assert reply.status == "complete"
     assert reply.text == "Hello there"
-    assert reply.usage["input_tokens"] == 42 and reply.usage["output_tokens"] == 3
+    assert reply.usage.input_tokens == 42 and reply.usage.output_tokens == 3
     assert reply.tokens > 0
     # The model got the system prompt as `system` and the user's message last.
     call = fake_llm.calls[0]
@@ -256,21 +255,17 @@ async def test_a_queued_message_can_be_cancelled_and_is_never_sent(alice, conver
 
 
 async def test_it_does_not_leave_a_task_behind_after_an_unexpected_crash(
-    alice, conversation, fake_llm, monkeypatch
+    alice, conversation, fake_llm
 ):
-    async def explode(request):
-        raise RuntimeError("boom")
-        yield  # an async generator, as a provider's stream is
-
-    monkeypatch.setattr(fake_llm, "stream", explode)
+    fake_llm.enqueue_crash(RuntimeError("boom"))
     ws = socket_for(alice, conversation.pk)
     await ws.connect()
     await ws.send_to(text_data=send("hi"))
     frames = await receive_until(ws, shows(2, "error"))
     assert "The server failed while answering" in frames[-1]
     await settle(conversation.pk)
-    assert conversation.pk not in local().drivers
-    assert not local().replies
+    assert conversation.pk not in runtime.current().loop().drivers
+    assert not runtime.current().loop().replies
     await ws.disconnect()
 
 
@@ -320,9 +315,9 @@ async def test_stop_before_the_model_answers_still_closes_the_reply(alice, conve
 
 
 async def test_streamed_text_reaches_the_row_before_the_reply_ends(
-    alice, conversation, fake_llm, monkeypatch
+    alice, conversation, fake_llm, settings
 ):
-    monkeypatch.setattr(engine, "PARTIAL_SAVE_SECONDS", 0)
+    settings.PARTIAL_SAVE_MS = 0
     fake_llm.enqueue(["saved ", "as ", "it ", "streams"] + ["."] * 30, delay=0.02)
     ws = socket_for(alice, conversation.pk)
     await ws.connect()
@@ -338,15 +333,13 @@ async def test_streamed_text_reaches_the_row_before_the_reply_ends(
 async def test_stop_reaches_the_reply_even_with_no_tab_left_in_its_process(
     alice, conversation, fake_llm
 ):
-    from chat import broadcast
-
     fake_llm.enqueue(["b"] * 200, delay=0.02)
     ws = socket_for(alice, conversation.pk)
     await ws.connect()
     await ws.send_to(text_data=send("long one"))
     await receive_until(ws, lambda f: "beforeend:#msg-2-text" in f)
     await ws.disconnect()
-    await broadcast.stop(conversation.pk)  # as a tab connected to another process would
+    await layers.stop(conversation.pk)  # as a tab connected to another process would
     await settle(conversation.pk)
     reply = (await messages_of(conversation))[-1]
     assert reply.status == "interrupted" and 0 < len(reply.text) < 200
@@ -365,9 +358,9 @@ async def test_the_first_message_names_the_conversation_in_every_tab(alice, conv
 
 
 async def test_a_stop_naming_a_reply_that_ended_does_not_stop_the_next_one(
-    alice, conversation, fake_llm, monkeypatch
+    alice, conversation, fake_llm, settings
 ):
-    monkeypatch.setattr(engine, "PARTIAL_SAVE_SECONDS", 0)  # every delta reads the row's Stop
+    settings.PARTIAL_SAVE_MS = 0  # every delta reads the row's Stop
     first, second = asyncio.Event(), asyncio.Event()
     fake_llm.enqueue(["one "] * 3, gate=first)
     fake_llm.enqueue(["two "] * 3, gate=second)

@@ -9,10 +9,12 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.core.exceptions import ImproperlyConfigured
 
+from chat.figures import load_spent
 from chat.models import Conversation, Message
-from compaction.loading import load_spent
+from chat.render.meter import spend_shown
 from config.settings import env_prices
 from providers.prices import cost, price_of
+from providers.values import Usage
 from tests.conftest import receive_until, socket_for
 from tests.fakes import OMIT
 from tests.transcripts import committed_boundary
@@ -20,12 +22,13 @@ from tests.waiting import settle
 
 pytestmark = pytest.mark.django_db
 
-USAGE = {
-    "input_tokens": 1_000,
-    "output_tokens": 500,
-    "cache_read_input_tokens": 10_000,
-    "cache_creation_input_tokens": 2_000,
-}
+USAGE = Usage(
+    input_tokens=1_000,
+    output_tokens=500,
+    cache_read_input_tokens=10_000,
+    cache_creation_input_tokens=2_000,
+)
+SUMMARY_CALL = Usage(input_tokens=3_000, output_tokens=400)
 
 
 def test_the_longest_prefix_prices_a_model_and_unknown_models_cost_unknown(settings):
@@ -79,7 +82,7 @@ def test_the_panel_shows_the_last_turn_and_the_conversation_in_all(client, alice
             content=[{"type": "text", "text": f"answer {seq}"}],
         )
         Conversation.objects.add_spent(conversation.pk, USAGE)  # as the turn's close does
-    Conversation.objects.add_spent(conversation.pk, {"input_tokens": 3_000, "output_tokens": 400})
+    Conversation.objects.add_spent(conversation.pk, SUMMARY_CALL)
     conversation.refresh_from_db()
     committed_boundary(
         conversation,
@@ -88,7 +91,7 @@ def test_the_panel_shows_the_last_turn_and_the_conversation_in_all(client, alice
         summary="Brief.",
         pre_tokens=9_000,
         post_tokens=2_500,
-        usage={"input_tokens": 3_000, "output_tokens": 400},
+        usage=SUMMARY_CALL,
     )
     spent = load_spent(conversation)
     one_turn = 4_500 * 3e-6 + 500 * 15e-6
@@ -112,9 +115,9 @@ def test_the_admin_lists_what_each_conversation_and_each_user_cost(
     settings.MODEL_PRICES = {"claude": [3, 15], "claude-haiku": [1, 5]}
     conversation = Conversation.objects.create(owner=alice, model="claude-x", title="Costly")
     Conversation.objects.add_spent(conversation.pk, USAGE)  # a reply
-    Conversation.objects.add_spent(conversation.pk, {"input_tokens": 3_000, "output_tokens": 400})
+    Conversation.objects.add_spent(conversation.pk, SUMMARY_CALL)
     cheaper = Conversation.objects.create(owner=alice, model="claude-haiku-4", title="Cheap")
-    Conversation.objects.add_spent(cheaper.pk, {"input_tokens": 1_000, "output_tokens": 200})
+    Conversation.objects.add_spent(cheaper.pk, Usage(input_tokens=1_000, output_tokens=200))
     Conversation.objects.create(owner=alice, model="demo", title="Offline")
     Conversation.objects.create(owner=bob, model="demo", title="Offline too")
     page = admin_client.get("/admin/chat/conversation/").content.decode()
@@ -148,4 +151,4 @@ async def test_the_figures_after_each_turn_show_its_cost_or_the_last_billed_one(
     await ws.disconnect()
     assert shown == ["Last turn: $0.0210 · 77% of input from cache"] * 2
     spent = await sync_to_async(load_spent)(await Conversation.objects.aget(pk=conversation.pk))
-    assert spent.last.shown == "$0.0210 · 77% of input from cache"
+    assert spend_shown(spent.last) == "$0.0210 · 77% of input from cache"

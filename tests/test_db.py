@@ -1,7 +1,7 @@
-"""`chat.db.run`: where a turn's database work runs. On SQLite, on the event loop's own thread
-(no hand-off to a pool, whose threads only waited for the interpreter lock and SQLite's one
-writer); on PostgreSQL, on the pool of database threads, each with its own connection, where the
-statements a turn repeats are prepared."""
+"""`core.db.run`: where a turn's database work runs. On SQLite, on its one database thread while
+the event loop waits for it (the loop does nothing meanwhile, so the thread never waits for the
+interpreter lock); on PostgreSQL, on the pool of database threads, each with its own connection,
+where the statements a turn repeats are prepared."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import threading
 import pytest
 from django.db import connection, transaction
 
-from chat import db
 from chat.models import Conversation
-from compaction.snapshot import read_snapshot
+from chat.state import read_state
+from core import db
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -35,15 +35,30 @@ def _fail() -> None:
 
 
 @sqlite_only
-async def test_on_sqlite_the_work_runs_on_the_loop_thread_with_the_orm_allowed(alice):
+async def test_on_sqlite_the_work_runs_on_one_thread_while_the_loop_waits(alice):
     await Conversation.objects.acreate(owner=alice, model="claude-test", title="Kept")
-    assert (await db.run(_where))[0] == threading.get_ident()
-    # Django refuses the ORM where an event loop runs; inside the call it is allowed...
+    ident, name = await db.run(_where)
+    assert ident != threading.get_ident() and name.startswith("db")
+    assert (await db.run(_where))[0] == ident  # always the same one: SQLite's one writer
+    # The loop waited: nothing else it runs moved meanwhile.
+    ticks = []
+
+    async def tick():
+        while True:
+            ticks.append(1)
+            await asyncio.sleep(0)
+
+    ticker = asyncio.create_task(tick())
+    await asyncio.sleep(0)
+    before = len(ticks)
+    await db.run(_titles, alice.pk)
+    assert len(ticks) == before  # no tick ran while the call did
+    ticker.cancel()
+    # Django refuses the ORM where an event loop runs; inside the call it is allowed, and a
+    # failure inside is the caller's.
     assert await db.run(_titles, alice.pk) == ["Kept"]
-    # ...and afterwards this thread runs the loop again, even after a failure inside.
     with pytest.raises(ValueError, match="inside"):
         await db.run(_fail)
-    assert asyncio.get_running_loop() is not None
     with pytest.raises(Exception, match="async context"):
         list(Conversation.objects.all())
 
@@ -59,7 +74,7 @@ def _snapshot_prepared(conversation_id: int, times: int) -> bool:
     """Run the window snapshot `times` times; is it now prepared on this connection?"""
     for _ in range(times):
         with transaction.atomic():
-            read_snapshot(conversation_id)
+            read_state(conversation_id)
     with connection.cursor() as cursor:
         cursor.execute("SELECT statement FROM pg_prepared_statements")
         return any("WITH b AS" in statement for (statement,) in cursor.fetchall())

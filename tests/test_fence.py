@@ -11,16 +11,16 @@ from html.parser import HTMLParser
 
 import pytest
 
-from chat.markdown import render_markdown
-from compaction.entries import Entry
-from compaction.models import Compaction
-from compaction.summarise import (
-    SECTIONS,
+from chat.render.markdown import render_markdown
+from compaction.brief import (
     clean_summary,
     close_open_fence,
     neutralise_fences,
     rule_based_summary,
 )
+from compaction.entries import Entry
+from compaction.models import Compaction
+from compaction.prompt import SECTIONS
 from compaction.window import RECALL_NOTE, summary_pair
 from tests.transcripts import add_turns, text_block
 

@@ -9,7 +9,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from chat.models import Conversation, Message
-from compaction.loading import load_window
+from chat.window import load_window
 from tests.fake_anthropic import invalid_request
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -3,7 +3,7 @@ order, and a member too far behind does not hold up the others."""
 
 from __future__ import annotations
 
-from chat.layers import InMemoryLayer
+from core.layers import InMemoryLayer
 
 
 async def test_a_group_send_reaches_each_member_once_in_order():

@@ -12,8 +12,10 @@ from django.conf import settings
 from django.core.cache import cache
 from django.utils import timezone
 
-from chat import actions, limits
+from chat import limits
 from chat.models import Conversation, Message
+from chat.turns import actions
+from core.errors import ActionError
 from tests.conftest import receive_until, socket_for
 from tests.waiting import settle
 
@@ -67,7 +69,7 @@ async def test_a_new_reply_is_refused_past_the_replies_at_once_but_a_queued_one_
         await Message.objects.acreate(
             conversation=elsewhere, seq=seq, role=role, status=status, heartbeat_at=timezone.now()
         )
-    with pytest.raises(actions.ActionError, match="1 replies streaming in other conversations"):
+    with pytest.raises(ActionError, match="1 replies streaming in other conversations"):
         await actions.send(alice, conversation.pk, "one more at once")
     assert not await Message.objects.filter(conversation=conversation).aexists()
     # Into the busy conversation it only queues; and bob has his own count.

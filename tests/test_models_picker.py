@@ -9,10 +9,10 @@ import re
 import pytest
 from asgiref.sync import sync_to_async
 
-import providers
 from chat.models import Conversation
-from compaction.loading import budget_for
 from compaction.models import Compaction
+from compaction.state import budget_for
+from providers import registry
 from tests.conftest import receive_until, socket_for
 from tests.test_settings import load_settings
 from tests.transcripts import add_turns
@@ -104,14 +104,14 @@ def test_an_unknown_model_is_refused_with_the_choices_and_nothing_is_created(
 def test_offline_only_the_demo_is_offered(client, alice, settings):
     settings.LLM_PROVIDER = "demo"
     settings.CHAT_MODELS = [SMALL, BIG]
-    assert [m.id for m in providers.available_models()] == ["demo"]
+    assert [m.id for m in registry.available_models()] == ["demo"]
     client.force_login(alice)
     assert '<select name="model"' not in client.get("/").content.decode()  # nothing to pick
     assert client.post("/conversations/", {"model": "small-model"}).status_code == 400
     client.post("/conversations/")
     conversation = Conversation.objects.get(owner=alice)
     assert conversation.model == "demo"
-    assert providers.client_for(conversation.model).name == "demo"  # the stored model answers
+    assert registry.client_for(conversation.model).name == "demo"  # the stored model answers
 
 
 def test_a_models_own_budget_wins_then_the_override_then_the_providers_window(settings):
@@ -119,14 +119,14 @@ def test_a_models_own_budget_wins_then_the_override_then_the_providers_window(se
     settings.ANTHROPIC_API_KEY = "sk-test-not-used"
     settings.CHAT_MODELS = [SMALL, {"id": "claude-sonnet-5", "label": "Sonnet", "context": None}]
     settings.CONTEXT_BUDGET_TOKENS = 0
-    assert providers.context_budget("small-model") == 2_000
-    assert providers.context_budget("claude-sonnet-5") == 200_000  # the provider's own window
-    assert providers.context_budget("demo") == 2_000
+    assert registry.context_budget("small-model") == 2_000
+    assert registry.context_budget("claude-sonnet-5") == 200_000  # the provider's own window
+    assert registry.context_budget("demo") == 2_000
     settings.CONTEXT_BUDGET_TOKENS = 5_000
-    assert providers.context_budget("small-model") == 2_000  # its own "context" is specific
-    assert providers.context_budget("claude-sonnet-5") == 5_000
-    assert providers.context_budget("an-old-model") == 5_000  # no longer listed: still served
-    assert providers.model_info("an-old-model").label == "an-old-model"
+    assert registry.context_budget("small-model") == 2_000  # its own "context" is specific
+    assert registry.context_budget("claude-sonnet-5") == 5_000
+    assert registry.context_budget("an-old-model") == 5_000  # no longer listed: still served
+    assert registry.model_info("an-old-model").label == "an-old-model"
 
 
 # --- the budget and compaction follow the model --------------------------------------------------

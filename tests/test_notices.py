@@ -7,8 +7,8 @@ import re
 import pytest
 from asgiref.sync import sync_to_async
 
-from compaction import actions as compaction_actions
-from compaction import run
+from chat.turns import compacting
+from compaction import boundaries
 from compaction.models import Compaction
 from tests.conftest import frame, receive_until, socket_for
 from tests.transcripts import add_turns
@@ -45,7 +45,9 @@ async def test_compact_now_on_a_short_conversation_says_there_is_not_enough_yet(
     assert "nothing changed. Keep chatting" in text
     assert "Compaction failed" not in text and "would not make" not in text
     row = await Compaction.objects.aget(conversation=conversation)
-    assert row.status == "failed" and run.nothing_to_gain(row)  # the admin sees the same words
+    assert row.status == "failed" and boundaries.nothing_to_gain(
+        row
+    )  # the admin sees the same words
     await ws.disconnect()
 
 
@@ -116,7 +118,7 @@ async def test_a_draft_set_aside_by_a_full_window_says_so(alice, long_conversati
         conversation=long_conversation,
         trigger="auto",
         status="discarded",
-        error=run.SUPERSEDED,
+        error=boundaries.SUPERSEDED,
         first_kept_seq=9,
     )
     committed = await Compaction.objects.acreate(
@@ -131,7 +133,7 @@ async def test_a_draft_set_aside_by_a_full_window_says_so(alice, long_conversati
     assert draft.pk < committed.pk
     ws = socket_for(alice, long_conversation.pk)
     await ws.connect()
-    await compaction_actions.broadcast_outcome(committed)
+    await compacting.settled(committed)
     frames = await receive_until(ws, lambda f: "Compacted (auto)" in f)
     level, text, _ = the_notice(frames[-1])
     assert level == "info" and "The draft summary that waited for your review was set aside" in text
@@ -143,7 +145,7 @@ async def test_a_draft_set_aside_by_a_full_window_says_so(alice, long_conversati
         first_kept_seq=13,
         summary="Brief 2.",
     )
-    await compaction_actions.broadcast_outcome(later)
+    await compacting.settled(later)
     frames = await receive_until(ws, lambda f: "Compacted (auto)" in f)
     assert the_notice(frames[-1]) is None
     await ws.disconnect()

@@ -11,7 +11,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from chat.models import Conversation
-from compaction.loading import load_window
+from chat.window import load_window
 from compaction.models import Compaction
 from tests.conftest import receive_until, socket_for
 from tests.queries import all_queries
@@ -24,14 +24,10 @@ pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("
 
 
 @pytest.fixture(autouse=True)
-def no_sweep(monkeypatch):
+def no_sweep(fresh_runtime):
     """The periodic heartbeat and sweep are process-wide work, not a turn's: keep them out of
     the count (they run a fixed few queries every TURN_HEARTBEAT_SECONDS, whatever the load)."""
-
-    async def idle():
-        return None
-
-    monkeypatch.setattr("chat.engine._background", idle)
+    fresh_runtime.background = False
 
 
 def compacted_conversation(alice, turns: int) -> Conversation:
@@ -55,20 +51,14 @@ async def one_turn(user, conversation, fake_llm):
     """Every query of one whole plain turn, from the send frame to the last broadcast, and how
     many of them ran before the provider was asked."""
     at_request = []
-    stream = fake_llm.stream
-
-    def counting_stream(request):
-        at_request.append(len(seen))
-        return stream(request)
-
     ws = socket_for(user, conversation.pk)
     await ws.connect()
-    fake_llm.stream = counting_stream
     with all_queries() as seen:
+        fake_llm.on_request = lambda request: at_request.append(len(seen))
         await ws.send_to(text_data=json.dumps({"action": "send", "message": "One more?"}))
         await receive_until(ws, FINISHED.search)
         await settle(conversation.pk)
-    fake_llm.stream = stream
+    fake_llm.on_request = None
     await ws.disconnect()
     return list(seen), at_request[0]
 

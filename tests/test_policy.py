@@ -9,7 +9,6 @@ import pytest
 from compaction.policy import (
     Budget,
     auto_paused_until,
-    must_compact_before_send,
     needs_auto_compaction,
 )
 
@@ -66,15 +65,15 @@ def test_it_fires_again_once_the_window_has_grown_by_a_tenth_of_the_budget():
 
 def test_it_compacts_before_send_only_when_the_request_would_not_fit():
     # 8_000 + 1_000 + reserve 1_000 = 10_000: exactly fits.
-    assert not must_compact_before_send(8_000, 1_000, BUDGET)
-    assert must_compact_before_send(8_000, 1_001, BUDGET)
-    assert must_compact_before_send(9_500, 0, BUDGET)
+    assert BUDGET.fits(8_000, 1_000)
+    assert not BUDGET.fits(8_000, 1_001)
+    assert not BUDGET.fits(9_500)
 
 
 def test_it_counts_the_reply_reserve_before_send():
     no_reserve = Budget(total=10_000, reserve=0)
-    assert not must_compact_before_send(9_500, 500, no_reserve)
-    assert must_compact_before_send(9_500, 500, BUDGET)
+    assert no_reserve.fits(9_500, 500)
+    assert not BUDGET.fits(9_500, 500)
 
 
 FAILED_AT = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)

@@ -10,8 +10,8 @@ from contextlib import aclosing
 
 import pytest
 
-import providers
 from providers import anthropic as anthropic_provider
+from providers import registry
 from providers.anthropic import AnthropicClient
 from providers.demo import DemoClient
 from providers.values import (
@@ -51,7 +51,7 @@ async def ask(
     got = got if got is not None else Collector()
     final = None
     request = Request(model=model, system=system, messages=messages, max_tokens=max_tokens)
-    async with aclosing(providers.client_for(model).stream(request)) as events:
+    async with aclosing(registry.client_for(model).stream(request)) as events:
         async for event in events:
             got.events.append(event)
             if isinstance(event, TextDelta):
@@ -307,8 +307,8 @@ async def test_a_deprecated_model_name_is_logged_not_raised(fake_anthropic, sett
     # Said once; a model it warns about is never taken as quiet, one it did not warn about is.
     said = [r.getMessage() for r in caplog.records if model in r.getMessage()]
     assert len(said) == 1 and "end-of-life" in said[0]
-    assert model not in anthropic_provider._no_warnings
-    assert "claude-bench-quiet" in anthropic_provider._no_warnings
+    client = registry.client_for(model)
+    assert model not in client.quiet_models and "claude-bench-quiet" in client.quiet_models
 
 
 async def test_zero_usage_is_unknown_not_zero(fake_anthropic):
@@ -377,20 +377,20 @@ async def test_tool_use_streams_start_input_deltas_and_a_parsed_stop(fake_anthro
 def test_a_conversation_model_named_demo_is_answered_by_the_demo(settings):
     settings.ANTHROPIC_API_KEY = "sk-test"
 
-    assert isinstance(providers.client_for("demo"), DemoClient)
-    assert providers.capabilities("demo").offline
-    assert not providers.capabilities("demo").can_summarise
+    assert isinstance(registry.client_for("demo"), DemoClient)
+    assert registry.capabilities("demo").offline
+    assert not registry.capabilities("demo").can_summarise
 
 
 def test_every_other_model_is_answered_by_anthropic(settings):
     settings.ANTHROPIC_API_KEY = ""
     settings.ANTHROPIC_BASE_URL = ""
 
-    client = providers.client_for("claude-sonnet-5")
+    client = registry.client_for("claude-sonnet-5")
     assert isinstance(client, AnthropicClient)
-    assert client is providers.client_for("claude-other")  # one client per configuration
-    assert providers.capabilities("claude-sonnet-5").context_window == 200_000
-    assert providers.capabilities("claude-sonnet-5").supports_caching
+    assert client is registry.client_for("claude-other")  # one client per configuration
+    assert registry.capabilities("claude-sonnet-5").context_window == 200_000
+    assert registry.capabilities("claude-sonnet-5").supports_caching
 
 
 def test_new_conversations_get_the_configured_model_when_a_base_url_is_set(settings):
@@ -399,7 +399,7 @@ def test_new_conversations_get_the_configured_model_when_a_base_url_is_set(setti
     settings.ANTHROPIC_BASE_URL = "http://127.0.0.1:11434"
     settings.CHAT_MODEL = "qwen3"
 
-    assert providers.default_model() == "qwen3"
+    assert registry.default_model() == "qwen3"
 
 
 def test_new_conversations_get_the_configured_model_when_a_key_is_set(settings):
@@ -407,7 +407,7 @@ def test_new_conversations_get_the_configured_model_when_a_key_is_set(settings):
     settings.ANTHROPIC_API_KEY = "sk-test"
     settings.ANTHROPIC_BASE_URL = ""
 
-    assert providers.default_model() == settings.CHAT_MODEL
+    assert registry.default_model() == settings.CHAT_MODEL
 
 
 def test_new_conversations_get_the_demo_without_key_or_base_url(settings):
@@ -415,24 +415,24 @@ def test_new_conversations_get_the_demo_without_key_or_base_url(settings):
     settings.ANTHROPIC_API_KEY = ""
     settings.ANTHROPIC_BASE_URL = ""
 
-    assert providers.default_model() == "demo"
+    assert registry.default_model() == "demo"
 
 
 def test_llm_provider_forces_one(settings):
     settings.ANTHROPIC_API_KEY = "sk-test"
     settings.LLM_PROVIDER = "demo"
-    assert providers.default_model() == "demo"
+    assert registry.default_model() == "demo"
 
     settings.ANTHROPIC_API_KEY = ""
     settings.ANTHROPIC_BASE_URL = ""
     settings.LLM_PROVIDER = "anthropic"
-    assert providers.default_model() == settings.CHAT_MODEL
+    assert registry.default_model() == settings.CHAT_MODEL
 
 
 def test_changed_settings_give_a_new_client(settings):
     settings.ANTHROPIC_API_KEY = "sk-test"
-    first = providers.client_for("claude-x")
+    first = registry.client_for("claude-x")
 
     settings.ANTHROPIC_API_KEY = "sk-other"
 
-    assert providers.client_for("claude-x") is not first
+    assert registry.client_for("claude-x") is not first

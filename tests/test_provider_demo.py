@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
-import providers
-from compaction.tokens import estimate_request, estimate_text
-from compaction.window import SUMMARY_ACK, SUMMARY_INTRO
+from compaction.window import summary_pair
+from providers import registry
+from providers.tokens import estimate_request, estimate_text
 from providers.values import Final, Request, TextDelta
 
 SYSTEM = "You are a helpful assistant."
@@ -25,7 +25,7 @@ async def ask(
     chunks = [] if chunks is None else chunks
     reply = None
     request = Request(model="demo", system=system, messages=messages, max_tokens=512)
-    async for event in providers.client_for("demo").stream(request):
+    async for event in registry.client_for("demo").stream(request):
         if isinstance(event, TextDelta):
             chunks.append(event.text)
         else:
@@ -34,13 +34,11 @@ async def ask(
 
 
 def summarised_window() -> list[dict]:
+    """A window headed by a summary, as the compaction room builds it."""
     return [
-        {
-            "role": "user",
-            "content": f"{SUMMARY_INTRO}\n\nAlice is planning a trip to Lisbon in May.\n"
-            "Her budget is 900 euros for the hotel.",
-        },
-        {"role": "assistant", "content": [{"type": "text", "text": SUMMARY_ACK}]},
+        *summary_pair(
+            "Alice is planning a trip to Lisbon in May.\nHer budget is 900 euros for the hotel."
+        ),
         {"role": "user", "content": "I also want to see the tiled azulejo museum."},
         {"role": "assistant", "content": [{"type": "text", "text": "Noted: the museum."}]},
         {"role": "user", "content": "What hotel budget did I give you?"},

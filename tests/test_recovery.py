@@ -11,10 +11,9 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.utils import timezone
 
-from chat import engine
-from chat.liveness import local
 from chat.models import Conversation, Message
-from chat.queue import orphaned_queues
+from chat.turns import engine, liveness
+from chat.turns.recovery import orphaned_queues
 from compaction.models import Compaction
 from tests.conftest import receive_until, shows, socket_for
 from tests.transcripts import add_turns
@@ -74,9 +73,9 @@ async def test_the_sweep_closes_a_dead_reply_keeping_its_text_and_runs_the_queue
 
 
 async def test_a_send_after_a_crash_recovers_the_dead_reply_and_runs_at_once(
-    alice, conversation, fake_llm, monkeypatch
+    alice, conversation, fake_llm, fresh_runtime
 ):
-    monkeypatch.setattr(engine, "ensure_started", lambda: None)  # no sweep: the send must do it
+    fresh_runtime.background = False  # no sweep: the send must do it
     reply = await sync_to_async(left_by_a_dead_process)(conversation)
     ws = socket_for(alice, conversation.pk)
     await ws.connect()
@@ -89,8 +88,8 @@ async def test_a_send_after_a_crash_recovers_the_dead_reply_and_runs_at_once(
     await ws.disconnect()
 
 
-async def test_stop_on_a_dead_reply_closes_it_now(alice, conversation, monkeypatch):
-    monkeypatch.setattr(engine, "ensure_started", lambda: None)
+async def test_stop_on_a_dead_reply_closes_it_now(alice, conversation, fresh_runtime):
+    fresh_runtime.background = False
     reply = await sync_to_async(left_by_a_dead_process)(conversation)
     ws = socket_for(alice, conversation.pk)
     await ws.connect()
@@ -143,12 +142,12 @@ async def test_live_work_is_left_alone_and_its_heartbeat_moves(alice, conversati
     await receive_until(ws, lambda f: "beforeend:#msg-2-text" in f)
     reply = await Message.objects.aget(conversation=conversation, seq=2)
     # Another process's sweep, run now: the reply's heartbeat is fresh, so it stays streaming.
-    await engine._sweep()
+    await engine.sweep()
     await reply.arefresh_from_db()
     assert reply.status == "streaming"
     # This process's heartbeat keeps it fresh however long the reply takes.
     await Message.objects.filter(pk=reply.pk).aupdate(heartbeat_at=timezone.now() - LONG_AGO)
-    await local().beat()
+    await liveness.beat()
     await reply.arefresh_from_db()
     assert timezone.now() - reply.heartbeat_at < timedelta(seconds=5)
     gate.set()
@@ -170,7 +169,7 @@ async def test_a_stop_recorded_in_the_database_reaches_the_reply_without_the_cha
     await receive_until(ws, lambda f: "beforeend:#msg-2-text" in f)
     # As if Stop's nudge over the channel layer were lost: only the row says so.
     await Message.objects.filter(conversation=conversation, seq=2).aupdate(stop_requested=True)
-    await local().beat()  # the next heartbeat round reads it
+    await liveness.beat()  # the next heartbeat round reads it
     await receive_until(ws, shows(2, "interrupted"))
     gate.set()
     await settle(conversation.pk)
@@ -178,9 +177,9 @@ async def test_a_stop_recorded_in_the_database_reaches_the_reply_without_the_cha
 
 
 async def test_a_message_sent_behind_an_orphaned_queue_is_shown_and_answered_in_order(
-    alice, conversation, fake_llm, monkeypatch
+    alice, conversation, fake_llm, fresh_runtime
 ):
-    monkeypatch.setattr(engine, "ensure_started", lambda: None)  # the send finds the queue
+    fresh_runtime.background = False  # the send finds the queue
     await sync_to_async(add_turns)(conversation, 2)
     await Message.objects.acreate(
         conversation=conversation, seq=5, role="user", content=[{"type": "text", "text": "Old"}]

@@ -12,9 +12,10 @@ from django.test.utils import CaptureQueriesContext
 
 from chat.branches import Fork
 from chat.models import Conversation, Message
+from chat.search_index import MARK_CLOSE, MARK_OPEN, searchable_text
 from chat.transcript import trees
 from search.messages import search
-from search.text import MARK_CLOSE, MARK_OPEN, parse, searchable_text
+from search.query import parse
 from tests.conftest import receive_until, socket_for
 from tests.transcripts import committed_boundary
 from tests.waiting import settle
@@ -176,7 +177,7 @@ async def test_a_streamed_reply_is_indexed_when_it_is_saved(alice, conversation,
 def test_the_index_is_put_back_after_a_migration_dropped_its_triggers(alice, conversation):
     from django.db import connection
 
-    from search import schema
+    from chat import search_index as schema
 
     if connection.vendor != "sqlite":
         pytest.skip("SQLite rebuilds a table to alter it, dropping its triggers")

@@ -10,9 +10,10 @@ import json
 import pytest
 from asgiref.sync import sync_to_async
 
-from chat.models import USAGE_COLUMNS, Message
-from compaction.loading import load_window
-from compaction.tokens import MESSAGE_OVERHEAD
+from chat.models import Message
+from chat.window import load_window
+from providers.tokens import MESSAGE_OVERHEAD
+from providers.usage_columns import COLUMNS
 from tests.conftest import receive_until, shows, socket_for
 from tests.fake_anthropic import stripped, system_text
 from tests.waiting import settle
@@ -86,7 +87,7 @@ async def test_the_model_searches_its_history_and_answers_with_what_it_found(
     # Billed for both steps; the window after the turn is what the last step's input held
     # (every step before it) plus its output, and the next turn's count anchors on it.
     counts = fake_anthropic.counts
-    for column, key in USAGE_COLUMNS.items():
+    for column, key in COLUMNS.items():
         if key != "output_tokens":
             assert getattr(saved, column) == sum(c[key] for c in counts)
     last_input = sum(counts[1].values())
@@ -231,13 +232,13 @@ async def test_tool_output_is_escaped_in_the_page(alice, conversation, fake_anth
 
 
 async def test_the_offline_demo_recalls_a_compacted_fact_through_search_history(
-    alice, conversation, monkeypatch
+    alice, conversation
 ):
     from compaction.models import Compaction
+    from providers import registry
     from providers.demo import DemoClient
 
-    demo = DemoClient()
-    monkeypatch.setattr("providers.client_for", lambda model: demo)
+    registry.register(DemoClient())
     await plant(
         conversation,
         "The vault combination is 31-17-42.",
@@ -285,8 +286,8 @@ async def test_a_compaction_lands_between_two_steps_when_the_results_fill_the_wi
     alice, conversation, fake_anthropic, settings
 ):
     from compaction.models import Compaction
-    from compaction.summarise import PREFIX_MARKER
-    from compaction.tokens import estimate_content
+    from compaction.prompt import PREFIX_MARKER
+    from providers.tokens import estimate_content
 
     settings.CONTEXT_BUDGET_TOKENS = 4000  # reserve 400, tail 1,000
     for seq in range(1, 5):  # about 670 estimated tokens each: the window fits, with room

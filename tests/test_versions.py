@@ -10,7 +10,8 @@ from django.test.utils import CaptureQueriesContext
 from chat import transcript
 from chat.branches import Fork, Tree, Versions, newest_end, on_branch, parent_of, versions
 from chat.models import Conversation, Message
-from compaction.loading import load_window
+from chat.state import read_state
+from chat.window import load_window
 from compaction.models import Compaction
 from tests.conftest import frame, receive_until, shows, socket_for
 from tests.transcripts import committed_boundary
@@ -340,21 +341,22 @@ def _edited_conversation(conversation) -> None:
 
 
 @pytest.mark.django_db
-def test_the_window_knows_which_messages_have_an_older_version(conversation):
+def test_the_state_knows_which_messages_have_an_older_version(conversation):
     _edited_conversation(conversation)
-    assert load_window(conversation).later_versions() == {5}  # 6 answers 5: no other version
+    assert read_state(conversation.pk).later_versions() == {5}  # 6 answers 5: no other version
     Conversation.objects.filter(pk=conversation.pk).update(leaf_seq=4)  # switched back to 3
     conversation.refresh_from_db()
-    assert load_window(conversation).later_versions() == {5}  # 3 is the older one still
+    assert read_state(conversation.pk).later_versions() == {5}  # 3 is the older one still
     committed_boundary(conversation, first_kept_seq=5)
-    assert load_window(conversation).later_versions() == set()  # 3 is before the boundary
+    assert read_state(conversation.pk).later_versions() == set()  # 3 is before the boundary
 
 
 @pytest.mark.django_db
 def test_a_compaction_does_not_cut_at_an_edited_message(conversation, settings):
     from django.db import transaction
 
-    from compaction import run
+    from chat import compactions
+    from chat.window import state_of
 
     settings.CONTEXT_BUDGET_TOKENS, settings.KEEP_TAIL_SHARE = 2_000, 0.25  # keep 500
     _edited_conversation(conversation)
@@ -367,7 +369,13 @@ def test_a_compaction_does_not_cut_at_an_edited_message(conversation, settings):
     # The tail from 5 (400 tokens) would fit, but would leave 3, its older version, behind.
     with transaction.atomic():
         locked = Conversation.objects.locked(conversation.pk)
-        opened = run.open_locked(locked, load_window(locked), trigger=Compaction.Trigger.MANUAL)
+        state = read_state(locked.pk)
+        opened = compactions.open_locked(
+            locked,
+            state_of(locked, state),
+            state.later_versions(),
+            trigger=Compaction.Trigger.MANUAL,
+        )
     assert opened.row.first_kept_seq == 7
 
 
@@ -502,8 +510,8 @@ async def test_versions_wait_for_a_draft_summary_to_be_reviewed(alice, conversat
 
 @pytest.mark.django_db
 def test_a_boundary_unpins_versions_it_folds_away(conversation):
+    from chat.compactions import unpin_abandoned
     from chat.models import Pin
-    from compaction.run import unpin_abandoned
 
     _edited_conversation(conversation)  # branch 1 2 5 6; 3 and 4 abandoned
     for seq in (2, 3, 6):

@@ -52,7 +52,7 @@ def test_user_text_is_escaped_too(client, alice, conversation):
 
 
 def test_streamed_deltas_are_escaped():
-    from chat.fragments import delta
+    from chat.render.frames import delta
 
     assert "<script>" not in delta(3, "<script>alert(1)</script>")
     assert "&lt;script&gt;" in delta(3, "<script>")
@@ -61,7 +61,7 @@ def test_streamed_deltas_are_escaped():
 def test_every_value_a_bubble_shows_is_escaped():
     """chat/bubbles.py writes the bubble as a string: the user's text (in the edit box too), the
     error a provider sent and the tool's name, input and result all arrive as text."""
-    from chat.bubbles import message_html
+    from chat.render.bubbles import message_html
     from chat.transcript import Item
 
     evil = '"><img src=x onerror=alert(1)>'

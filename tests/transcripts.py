@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from chat.models import Message
 from compaction.models import Compaction
-from compaction.tokens import estimate_content
+from providers.tokens import estimate_content
 
 
 def text_block(text: str) -> list[dict]:

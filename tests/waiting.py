@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import asyncio
 
-from chat.liveness import local
+from core import runtime
 
 
 async def settle(conversation_id: int | None = None, *, timeout: float = 10) -> None:
     """Wait until this process runs nothing more for the conversation (or for any)."""
     async with asyncio.timeout(timeout):
         while True:
-            drivers = local().drivers
+            drivers = runtime.current().loop().drivers
             tasks = [
                 task
                 for cid, tasks in list(drivers.items())

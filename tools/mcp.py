@@ -7,8 +7,8 @@ and offered to the model as `<server>__<tool>`, so names from different servers 
 built-in tools) never collide. A server that cannot start, or dies, makes its calls answer an
 error the model can read; the next use starts it again.
 
-Connections are per event loop (a server process has one; each test has its own) and closed by
-`shutdown`.
+Connections are per event loop (a server process has one; each test has its own), kept on the
+runtime (`core.runtime.Loop`), and closed by `shutdown`.
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ import contextlib
 import logging
 import re
 import time
-import weakref
 from dataclasses import dataclass
 
 from django.conf import settings
 
-from .values import ToolError
+from core import runtime
+from tools.values import ToolError
 
 log = logging.getLogger(__name__)
 
@@ -97,13 +97,8 @@ def _quiet_unretrieved(future: asyncio.Future) -> None:
         future.exception()  # marks it retrieved: a failed start is reported where it is used
 
 
-_connections: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, _Connection]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
 def _open(name: str) -> _Connection:
-    connections = _connections.setdefault(asyncio.get_running_loop(), {})
+    connections = runtime.current().loop().mcp_servers
     connection = connections.get(name)
     if connection is None or not connection.alive:
         connection = connections[name] = _Connection(name, settings.MCP_SERVERS[name])
@@ -113,9 +108,6 @@ def _open(name: str) -> _Connection:
 # A server that did not start is not waited for again until this many seconds have passed, so
 # one broken server does not hold up every turn.
 RETRY_SECONDS = 60.0
-_resting: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, float]] = (
-    weakref.WeakKeyDictionary()
-)
 
 
 async def tools() -> tuple[Listed, ...]:
@@ -123,7 +115,7 @@ async def tools() -> tuple[Listed, ...]:
     not start within MCP_TIMEOUT_SECONDS is left out, logged, and tried again later."""
     if not settings.MCP_SERVERS:
         return ()
-    resting = _resting.setdefault(asyncio.get_running_loop(), {})
+    resting = runtime.current().loop().mcp_resting
     found: list[Listed] = []
     for name in settings.MCP_SERVERS:
         if resting.get(name, 0) > time.monotonic():
@@ -167,6 +159,7 @@ def _text(result) -> str:
 
 
 async def shutdown() -> None:
-    _resting.pop(asyncio.get_running_loop(), None)
-    connections = _connections.pop(asyncio.get_running_loop(), {})
+    here = runtime.current().loop()
+    connections, here.mcp_servers = here.mcp_servers, {}
+    here.mcp_resting.clear()
     await asyncio.gather(*(c.close() for c in connections.values()))

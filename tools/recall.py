@@ -13,11 +13,10 @@ from django.conf import settings
 
 from chat.models import Message
 from chat.transcript import trees
-from compaction.summarise import render_block
+from compaction.prompt import render_block
 from search.messages import search_branch
-from search.text import marked
-
-from .values import Context, ToolError
+from search.query import marked
+from tools.values import Context, ToolError
 
 SEARCH_HISTORY = {
     "name": "search_history",

@@ -14,10 +14,9 @@ from dataclasses import dataclass, field
 
 from django.conf import settings
 
-from chat import db
-
-from . import mcp, recall
-from .values import Context, Outcome, ToolError
+from core import db
+from tools import mcp, recall
+from tools.values import Context, Outcome, ToolError
 
 log = logging.getLogger(__name__)
 

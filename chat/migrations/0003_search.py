@@ -1,10 +1,10 @@
 """Full-text search over messages: the text column, and the database's own index over it
-(search/schema.py; chat's post_migrate keeps it after later migrations)."""
+(chat/search_index.py; chat's post_migrate keeps it after later migrations)."""
 
 from django.db import migrations, models
 
 def fill_text(apps, schema_editor):
-    from search.text import searchable_text
+    from chat.search_index import searchable_text
 
     Message = apps.get_model("chat", "Message")
     for message in Message.objects.only("id", "content").iterator():
@@ -12,15 +12,15 @@ def fill_text(apps, schema_editor):
 
 
 def create_index(apps, schema_editor):
-    from search import schema
+    from chat import search_index
 
-    schema.ensure(schema_editor.connection)
+    search_index.ensure(schema_editor.connection)
 
 
 def drop_index(apps, schema_editor):
-    from search import schema
+    from chat import search_index
 
-    schema.drop(schema_editor.connection)
+    search_index.drop(schema_editor.connection)
 
 
 class Migration(migrations.Migration):

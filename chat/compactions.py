@@ -1,0 +1,220 @@
+"""Compacting a conversation, as transactions on the domain: open a compaction (clear old tool
+results at once, or claim a summary), close it with what the summariser returned, and what a
+boundary does to its conversation (the running totals, abandoned pins, the auto-compaction
+counters).
+
+Opening happens inside a transaction that holds the conversation's row lock (the turn's claim,
+or a user's "compact now"), so a compaction and a reply never start together. The summariser's
+call between opening and closing is the turn engine's (chat/turns/compacting.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from chat.figures import Panel, load_panel
+from chat.models import Conversation, Message, Pin
+from chat.state import read_state
+from chat.window import load_window, state_of
+from compaction import boundaries, summariser
+from compaction.brief import SummaryResult
+from compaction.clearing import Clearing, cleared, plan
+from compaction.cut import choose_cut
+from compaction.entries import Entry
+from compaction.models import Compaction
+from compaction.policy import auto_paused_until
+from compaction.state import WindowState, post_tokens, window_total
+from core.errors import ActionError
+
+NOTHING_TO_CUT = (
+    "Nothing to compact yet: the window holds only the latest turn, which is always kept "
+    "verbatim. Keep chatting; once earlier turns build up, Compact now can fold them into a "
+    "summary."
+)
+
+
+@dataclass(frozen=True)
+class Opened:
+    """A compaction claimed and ready to run, with everything it needs."""
+
+    row: Compaction
+    conversation: Conversation
+    state: WindowState
+    older: list[Entry]
+    # Opened by the pre-send check: the queued reply it makes room for runs after it.
+    before_reply: bool = False
+    # The conversation's last request was recent enough that its prefix is still in the
+    # provider's prompt cache: the summary request can read it.
+    cache_warm: bool = False
+
+    @property
+    def conversation_id(self) -> int:
+        return self.conversation.pk
+
+
+def open_locked(
+    conversation: Conversation,
+    state: WindowState,
+    later_versions: set[int],
+    *,
+    trigger: str,
+    instructions: str = "",
+    before_reply: bool = False,
+    incoming: int = 0,
+    warm: bool | None = None,
+) -> Opened:
+    """Claim the conversation for one compaction; the caller holds the conversation's row lock.
+    `later_versions`: messages with an older version after the boundary (the tail never starts
+    at one); `incoming`: tokens the next request adds on top of the window (a turn's steps so
+    far); `warm`: whether its prefix is in the prompt cache (None: judge by its latest reply).
+    ActionError if none can open."""
+    if before_reply:
+        boundaries.set_drafts_aside(conversation.pk)
+    waiting = boundaries.open_one(conversation.pk)
+    if waiting is not None:
+        if waiting.status == Compaction.Status.DRAFT:
+            raise ActionError(boundaries.DRAFT_WAITING)
+        raise ActionError(boundaries.ALREADY_RUNNING)
+    if trigger == Compaction.Trigger.AUTO:
+        clearing = plan(state.entries, state.budget.keep_tokens, settings.TOOL_CLEAR_MIN_CHARS)
+        if clearing is not None and _clearing_is_enough(state, clearing, before_reply, incoming):
+            return Opened(_clear(conversation, state, clearing), conversation, state, [])
+    cut = choose_cut(state.entries, state.budget.keep_tokens, later_versions)
+    if cut is None:
+        raise ActionError(NOTHING_TO_CUT)
+    try:
+        with transaction.atomic():
+            row = Compaction.objects.create(
+                conversation=conversation,
+                trigger=trigger,
+                instructions=instructions.strip(),
+                first_kept_seq=cut,
+                pre_tokens=state.tokens,
+                heartbeat_at=timezone.now(),
+                # Results cleared before stay cleared in the tail this one keeps.
+                cleared_before_seq=state.boundary.cleared_before_seq if state.boundary else None,
+            )
+    except IntegrityError:
+        raise ActionError(boundaries.ALREADY_RUNNING) from None
+    older = [e for e in state.entries if e.seq < cut]
+    if warm is None:
+        warm = summariser.cache_is_warm(_last_request_at(conversation.pk), timezone.now())
+    return Opened(row, conversation, state, older, before_reply, warm)
+
+
+def _last_request_at(conversation_id: int) -> datetime | None:
+    """When the conversation's latest reply finished: its prefix was cached then."""
+    return (
+        Message.objects.filter(conversation_id=conversation_id, input_tokens__isnull=False)
+        .order_by("-seq")
+        .values_list("updated_at", flat=True)
+        .first()
+    )
+
+
+def _clearing_is_enough(
+    state: WindowState, clearing: Clearing, before_reply: bool, incoming: int
+) -> bool:
+    after = state.tokens - clearing.saved
+    if before_reply:
+        return state.budget.fits(after, incoming)
+    return after < state.budget.threshold
+
+
+def _clear(conversation: Conversation, state: WindowState, clearing: Clearing) -> Compaction:
+    """Commit a clearing at once: no model call, nothing to review. The window keeps its cut
+    and summary; only the old results become placeholders."""
+    entries = cleared(state.entries, clearing.before_seq, settings.TOOL_CLEAR_MIN_CHARS)
+    boundary = state.boundary
+    row = Compaction.objects.create(
+        conversation=conversation,
+        trigger=Compaction.Trigger.AUTO,
+        kind=Compaction.Kind.CLEAR,
+        status=Compaction.Status.COMMITTED,
+        first_kept_seq=state.first_kept,
+        summary=boundary.summary if boundary else "",
+        cleared_before_seq=clearing.before_seq,
+        cleared_count=clearing.count,
+        pre_tokens=state.tokens,
+        post_tokens=window_total(state.head_tokens, entries, None),
+        summariser="",
+    )
+    _count_auto_outcome(conversation.pk, failed=False)
+    return row
+
+
+def open_mid_turn(conversation_id: int, reply_seq: int, incoming: int) -> Opened:
+    """Mid-turn, the steps so far (`incoming` tokens) leave no room for the next: compact the
+    window the reply answers, committing directly, as the check before a request does."""
+    with transaction.atomic():
+        conversation = Conversation.objects.locked(conversation_id)
+        state = read_state(conversation.pk)
+        return open_locked(
+            conversation,
+            state_of(conversation, state, before_seq=reply_seq),
+            state.later_versions(),
+            trigger=Compaction.Trigger.AUTO,
+            before_reply=True,
+            incoming=incoming,
+            warm=True,  # the turn's previous step has just read and written the prefix
+        )
+
+
+def close(opened: Opened, result: SummaryResult, duration_ms: int, *, review: bool) -> Compaction:
+    """Close the row with what the summariser returned (committed, a draft to review, or
+    failed), with what it does to the conversation, in one transaction."""
+    row = opened.row
+    boundaries.outcome(
+        row, result, post_tokens(opened.state, result.summary, row.first_kept_seq), review=review
+    )
+    row.duration_ms = duration_ms
+    with transaction.atomic():
+        if not boundaries.close(row):
+            return Compaction.objects.get(pk=row.pk)  # recovered as stale meanwhile
+        Conversation.objects.add_spent(opened.conversation_id, row.usage)
+        if row.status == Compaction.Status.COMMITTED:
+            unpin_abandoned(opened.conversation_id, opened.state, row.first_kept_seq)
+        if row.trigger == Compaction.Trigger.AUTO:
+            _count_auto_outcome(opened.conversation_id, row.status == Compaction.Status.FAILED)
+    return row
+
+
+def unpin_abandoned(conversation_id: int, state: WindowState, first_kept: int) -> None:
+    """A boundary at `first_kept` folds the branch before it for good: pins on other versions
+    there (off the branch, so never shown again, nor unpinnable) must not ride in the window."""
+    kept = {e.seq for e in state.entries}
+    Pin.objects.filter(
+        conversation_id=conversation_id,
+        message__seq__gte=state.first_kept,
+        message__seq__lt=first_kept,
+    ).exclude(message__seq__in=kept).delete()
+
+
+def _count_auto_outcome(conversation_id: int, failed: bool) -> None:
+    """Repeated failures usually mean the provider is down or the summary does not fit: after
+    COMPACT_FAILURE_LIMIT in a row, auto-compaction rests for COMPACT_PAUSE_MINUTES. Kept on
+    the conversation row, which every turn loads anyway."""
+    conversation = Conversation.objects.select_for_update().get(pk=conversation_id)
+    failures = conversation.auto_compact_failures + 1 if failed else 0
+    Conversation.objects.filter(pk=conversation_id).update(
+        auto_compact_failures=failures,
+        auto_compact_paused_until=auto_paused_until(
+            failures,
+            timezone.now(),
+            limit=settings.COMPACT_FAILURE_LIMIT,
+            pause=timedelta(minutes=settings.COMPACT_PAUSE_MINUTES),
+        ),
+    )
+
+
+def after_outcome(row: Compaction) -> tuple[Panel, Conversation, bool]:
+    """What a tab needs once a compaction settled: the context panel now, the conversation, and
+    whether it set a waiting draft aside."""
+    conversation = Conversation.objects.get(pk=row.conversation_id)
+    panel = load_panel(conversation, load_window(conversation))
+    return panel, conversation, boundaries.superseded_a_draft(row)

@@ -1,7 +1,0 @@
-from django.conf import settings
-
-from .clean import limits
-
-
-def app_settings(request) -> dict:
-    return {"ALLOW_SIGNUP": settings.ALLOW_SIGNUP, **limits()}

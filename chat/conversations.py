@@ -1,0 +1,192 @@
+"""A person's actions on their conversations, from the pages: create one, rename it, change its
+settings, delete it (and undo that), pin or archive it in the sidebar, pin a message into every
+later window. Plain synchronous functions for the views; each takes the requesting user and
+scopes its queries to them, so no caller can reach another user's data.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from chat.branches import parent_of
+from chat.models import NO_SUCH_CONVERSATION, Conversation, Message, Pin
+from compaction.state import budget_for
+from core.clean import SYSTEM_PROMPT, TITLE, clean, number, scrubbed
+from core.errors import ActionError
+from providers import registry
+from providers.tokens import estimate_text
+
+DEFAULT_TITLE = Conversation._meta.get_field("title").default
+TITLE_CHARS = 60
+
+
+def title_from(text: str) -> str:
+    """A conversation's title from its first message: its first words, on one line."""
+    first_line = " ".join(text.split())
+    if len(first_line) <= TITLE_CHARS:
+        return first_line
+    return first_line[:TITLE_CHARS].rsplit(" ", 1)[0] + "…"
+
+
+def create_conversation(
+    user, *, system_prompt: str | None = None, model: str | None = None
+) -> Conversation:
+    """A new conversation on `model` (one of `providers.registry.available_models()`; None or empty:
+    the default). The conversation keeps its model: it answers every turn."""
+    prompt = settings.DEFAULT_SYSTEM_PROMPT if system_prompt is None else system_prompt
+    offered = registry.available_models()
+    if not model:
+        model = registry.default_model()
+    elif not isinstance(model, str) or model not in {m.id for m in offered}:
+        shown = scrubbed(str(model))[:100]
+        raise ActionError(
+            f"There is no model {shown!r} to choose here. Pick one of: "
+            + ", ".join(m.label for m in offered)
+            + "."
+        )
+    return Conversation.objects.create(owner=user, model=model, system_prompt=prompt.strip())
+
+
+def rename_conversation(user, conversation_id, title: str) -> Conversation:
+    title = " ".join(clean(title, TITLE, required=True).split())
+    conversation = Conversation.objects.owned(user, conversation_id)
+    conversation.title = title
+    conversation.save(update_fields=["title", "updated_at"])
+    return conversation
+
+
+def update_settings(
+    user, conversation_id, *, system_prompt: str, review_compactions: bool
+) -> Conversation:
+    system_prompt = clean(system_prompt, SYSTEM_PROMPT)
+    conversation = Conversation.objects.owned(user, conversation_id)
+    _check_prompt_fits(system_prompt, conversation.model)
+    conversation.system_prompt = system_prompt
+    conversation.review_compactions = review_compactions
+    conversation.save(update_fields=["system_prompt", "review_compactions", "updated_at"])
+    return conversation
+
+
+def _check_prompt_fits(system_prompt: str, model: str) -> None:
+    """The system prompt rides in every request: past half the budget it leaves the
+    conversation too little room (the tail, the summary, the reply)."""
+    tokens, budget = estimate_text(system_prompt), budget_for(model).total
+    if tokens > budget // 2:
+        raise ActionError(
+            f"The system prompt is about {tokens:,} tokens: more than half of this model's "
+            f"window budget of {budget:,}, which would leave the conversation too little room. "
+            "Shorten it."
+        )
+
+
+def delete_conversation(user, conversation_id) -> Conversation:
+    """Hide the conversation (its rows stay) and take back what was queued in it: it will not
+    be sent. Under its lock, so no reply is claimed from its queue meanwhile. Returns it, for
+    the notice that offers to undo this (`restore_conversation`)."""
+    with transaction.atomic():
+        conversation = Conversation.objects.owned(user, conversation_id, lock=True)
+        now = timezone.now()
+        # Deleting is not activity: the row keeps its last-active time, so an undo puts it back
+        # in its place in the sidebar rather than at the top of "Today".
+        Conversation.objects.filter(pk=conversation.pk).update(deleted_at=now)
+        conversation.deleted_at = now
+        queued = Message.objects.filter(conversation=conversation, status=Message.Status.QUEUED)
+        # A message is taken back with its queued reply (stored together, one after the other);
+        # a reply asked again leaves the message it answers, sent long before, as it is.
+        taken = []
+        for seq, parent in queued.values_list("seq", "parent_seq"):
+            taken += [seq, seq - 1] if parent_of(seq, parent) == seq - 1 else [seq]
+        if taken:
+            Message.objects.filter(conversation=conversation, seq__in=taken).update(
+                status=Message.Status.CANCELLED, updated_at=now
+            )
+    return conversation
+
+
+def set_pinned(user, message_id, pinned: bool) -> Message:
+    message = (
+        Message.objects.select_related("conversation")
+        .filter(pk=number(message_id), conversation__in=Conversation.objects.owned_by(user))
+        .first()
+    )
+    if message is None:
+        raise ActionError("That message does not exist.")
+    if message.status in (Message.Status.STREAMING, Message.Status.QUEUED):
+        raise ActionError("Wait for the reply to finish before pinning it.")
+    if pinned:
+        Pin.objects.get_or_create(message=message, conversation=message.conversation)
+    else:
+        Pin.objects.filter(message=message).delete()
+    return message
+
+
+# --- the sidebar's actions -----------------------------------------------------------------------
+# Pinning and archiving write their one column with an UPDATE, not `save()`: neither is activity,
+# so `updated_at` (the sidebar's "Today", "Yesterday", ...) stays what it was.
+
+
+class UndoExpired(ActionError):
+    """The delete is older than the grace period: the conversation stays deleted."""
+
+
+def pin_conversation(user, conversation_id, pinned: bool) -> Conversation:
+    """Pin to the top of the sidebar, or unpin. Pinning again keeps the first pin's time."""
+    return _stamp(user, conversation_id, "pinned_at", pinned)
+
+
+def archive_conversation(user, conversation_id, archived: bool) -> Conversation:
+    """Move out of the sidebar's list into its "Archived" one, or back. The conversation is
+    untouched otherwise: it still opens by its URL, and a pin comes back with it."""
+    return _stamp(user, conversation_id, "archived_at", archived)
+
+
+def _stamp(user, conversation_id, field: str, on: bool) -> Conversation:
+    """Set the time in `field` (kept if already set), or clear it."""
+    conversation = Conversation.objects.owned(user, conversation_id)
+    rows = Conversation.objects.filter(pk=conversation.pk)
+    if on:
+        rows.filter(**{f"{field}__isnull": True}).update(**{field: timezone.now()})
+    else:
+        rows.update(**{field: None})
+    conversation.refresh_from_db(fields=[field])
+    return conversation
+
+
+def restore_conversation(user, conversation_id) -> Conversation:
+    """Undo a delete within UNDO_DELETE_SECONDS of it. What the delete took back from the queue
+    stays cancelled (it was never sent); the transcript is as it was. Restoring one that is not
+    deleted (a second click, another tab) changes nothing."""
+    # Deleted ones too (the one being restored is): its owner's, by id.
+    conversation = (
+        Conversation.objects.filter(owner=user, pk=number(conversation_id)).first()
+        if user.is_authenticated
+        else None
+    )
+    if conversation is None:
+        raise ActionError(NO_SUCH_CONVERSATION)
+    if conversation.deleted_at is None:
+        return conversation
+    grace = timedelta(seconds=settings.UNDO_DELETE_SECONDS)
+    if timezone.now() - conversation.deleted_at > grace:
+        raise UndoExpired(
+            f"Too late to undo: “{conversation.title}” was deleted more than {_span(grace)} "
+            "ago, and stays deleted."
+        )
+    # Conditional on the very delete checked above: a newer delete is not undone unchecked.
+    Conversation.objects.filter(pk=conversation.pk, deleted_at=conversation.deleted_at).update(
+        deleted_at=None
+    )
+    conversation.deleted_at = None
+    return conversation
+
+
+def _span(grace: timedelta) -> str:
+    seconds = int(grace.total_seconds())
+    if seconds % 60:
+        return f"{seconds} second{'s' if seconds != 1 else ''}"
+    minutes = seconds // 60
+    return f"{minutes} minute{'s' if minutes != 1 else ''}"

@@ -1,0 +1,128 @@
+"""The context panel's figures as HTML: the meter, its legend, what the conversation cost, and
+the tokens-per-turn chart (the sawtooth), drawn as inline SVG on the server: no chart library.
+
+Redrawn after every reply, so written as plain Python like the bubbles (chat/render/bubbles.py)
+rather than as a template partial. Every value here is a number the app computed or a label it
+owns, so nothing needs escaping.
+"""
+
+from __future__ import annotations
+
+from django.utils.safestring import SafeString, mark_safe
+from django.utils.timezone import localtime
+
+from chat.figures import Panel, Spend
+
+
+def money(spend: Spend) -> str:
+    return f"${spend.dollars:,.4f}" if spend.dollars is not None else "unknown"
+
+
+def spend_shown(spend: Spend) -> str:
+    """What some calls cost, and how much of their input the prompt cache served."""
+    if spend.cached_share is None:
+        return money(spend)
+    return f"{money(spend)} · {spend.cached_share:.0%} of input from cache"
+
+
+def _pct(ctx: Panel, value: int) -> str:
+    return f"{100 * value / ctx.budget:.1f}" if ctx.budget else "0.0"
+
+
+def _segments(ctx: Panel) -> list[tuple[str, str, str, str]]:
+    """(key, label, tokens, % of the budget) of each part of the window."""
+    parts = [
+        ("system", "System prompt", ctx.system_tokens),
+        ("summary", "Summary", ctx.summary_tokens),
+        ("history", "Kept history", ctx.history_tokens),
+        ("reserve", "Reply reserve", ctx.reserve),
+    ]
+    return [(key, label, f"{value:,}", _pct(ctx, value)) for key, label, value in parts]
+
+
+def figures_html(ctx: Panel, oob: bool = False) -> SafeString:
+    n = {
+        "tokens": f"{ctx.tokens:,}",
+        "budget": f"{ctx.budget:,}",
+        "threshold": f"{ctx.threshold:,}",
+    }
+    threshold_pct = _pct(ctx, ctx.threshold)
+    segments = _segments(ctx)
+    # SVG width and x are presentation attributes, not inline styles: the CSP allows them.
+    meter = "".join(
+        f'<svg class="seg seg-{key}" width="{pct}%" height="100%" aria-hidden="true"><title>'
+        f"{label}: {value} tokens</title></svg>"
+        for key, label, value, pct in segments
+    )
+    legend = "".join(
+        f'<li><span class="swatch seg-{key}"></span>{label} <span class="num">{value}</span></li>'
+        for key, label, value, _ in segments
+    )
+    swap = ' hx-swap-oob="true"' if oob else ""
+    parts = [
+        f'<div id="context-figures"{swap}>',
+        f'<div class="meter" role="meter" aria-valuemin="0" aria-valuemax="{ctx.budget}" '
+        f'aria-valuenow="{ctx.tokens}" aria-label="Window tokens">{meter}'
+        f'<svg class="threshold-mark" aria-hidden="true"><title>Auto-compaction at '
+        f'{n["threshold"]} tokens</title><line x1="{threshold_pct}%" '
+        f'x2="{threshold_pct}%" y1="0" y2="100%"/></svg></div>',
+        f'<p class="meter-figures"><strong id="window-tokens" data-tokens="{ctx.tokens}">'
+        f"{n['tokens']}</strong> / {n['budget']} tokens · auto-compacts at {n['threshold']}</p>",
+        f'<ul class="legend">{legend}</ul>',
+    ]
+    spent = ctx.spent
+    if spent and spent.total and spent.total.dollars is not None:
+        last = (
+            spent.last and f'<span class="spend-last">Last turn: {spend_shown(spent.last)}</span>'
+        )
+        parts.append(
+            f'<p class="spend" id="spend">{last or ""} '
+            f'<span class="spend-total">This conversation: {spend_shown(spent.total)}</span></p>'
+        )
+    if ctx.paused_until:
+        parts.append(
+            '<p class="warning">Auto-compaction is paused until '
+            f'{localtime(ctx.paused_until):%H:%M} after repeated failures. "Compact now" still '
+            "works.</p>"
+        )
+    latest = " (latest turns)" if ctx.chart_capped else ""
+    chart = sawtooth_svg(ctx.per_turn + [ctx.tokens], budget=ctx.budget, threshold=ctx.threshold)
+    parts.append(f"<h3>Tokens per turn{latest}</h3>{chart}</div>")
+    return mark_safe("\n".join(parts))  # noqa: S308 - numbers and the app's own labels only
+
+
+def sawtooth_svg(
+    values: list[int], *, budget: int, threshold: int, width: int = 300, height: int = 90
+) -> str:
+    """A polyline of window tokens per turn, with the budget and auto-compaction lines.
+
+    Only numbers go into the markup, so nothing here needs escaping.
+    """
+    top = max(budget, *values) if values else budget or 1
+    pad = 4
+    scale = (height - 2 * pad) / (top or 1)
+    step = (width - 2 * pad) / max(len(values) - 1, 1)
+
+    def y(v: int) -> str:
+        return f"{height - pad - scale * v:.1f}"
+
+    points = " ".join(f"{pad + i * step:.1f},{y(v)}" for i, v in enumerate(values))
+    line = (
+        f'<polyline class="chart-line" fill="none" stroke-width="1.5" points="{points}"/>'
+        if len(values) > 1
+        else ""
+    )
+    dot = (
+        f'<circle class="chart-dot" r="1.8" cx="{pad + (len(values) - 1) * step:.1f}" '
+        f'cy="{y(values[-1])}"/>'
+        if values
+        else ""
+    )
+    return (
+        f'<svg class="chart" viewBox="0 0 {width} {height}" width="100%" role="img" '
+        f'aria-label="Window tokens per turn: {len(values)} turns">'
+        f'<line class="chart-budget" x1="0" x2="{width}" y1="{y(budget)}" y2="{y(budget)}"/>'
+        f'<line class="chart-threshold" x1="0" x2="{width}" y1="{y(threshold)}" '
+        f'y2="{y(threshold)}" stroke-dasharray="4 3"/>'
+        f"{line}{dot}</svg>"
+    )

@@ -1,0 +1,98 @@
+"""What of a message is searchable, and the database's own full-text index over it.
+
+A message's searchable text is stored beside its content blocks (`Message.search_text`), written
+whenever the content is, so the index covers text, tool calls and tool results alike without
+parsing JSON in SQL. The index is created and kept here, with the messages' table; search/ reads
+it.
+
+SQLite: an FTS5 table (porter stemmer, bm25) with chat_message as its external content, kept in
+step by triggers, so every write path (the ORM, the turn engine's own SQL) is indexed. SQLite
+rebuilds a table to alter it, which drops its triggers: `ensure` runs after every migrate
+(chat's post_migrate) and puts back what is missing, re-indexing if it had to.
+PostgreSQL: a GIN index on to_tsvector('english', search_text), the expression
+search/messages.py queries with.
+"""
+
+from __future__ import annotations
+
+import json
+
+# Marks around matched words in a snippet. Private-use characters, removed from indexed text,
+# so a user cannot type one; callers turn them into `<mark>` (HTML) or `**` (JSON, the model).
+MARK_OPEN, MARK_CLOSE = "\ue000", "\ue001"
+
+
+def searchable_text(content: list[dict]) -> str:
+    """The words of a message: its text, its tool calls (name and input), its tool results."""
+    parts = []
+    for block in content or []:
+        kind = block.get("type")
+        if kind == "text":
+            parts.append(str(block.get("text", "")))
+        elif kind == "tool_use":
+            parts.append(f"{block.get('name', '')} {json.dumps(block.get('input', {}))}")
+        elif kind == "tool_result":
+            parts.append(result_text(block))
+    text = "\n".join(p for p in parts if p)
+    return text.replace(MARK_OPEN, "").replace(MARK_CLOSE, "")
+
+
+def result_text(block: dict) -> str:
+    """A tool_result's content as text (the API allows a string or a list of blocks)."""
+    content = block.get("content", "")
+    if isinstance(content, str):
+        return content
+    return "\n".join(
+        str(b.get("text", "")) for b in content if isinstance(b, dict) and b.get("type") == "text"
+    )
+
+
+# --- the index -----------------------------------------------------------------------------------
+
+SQLITE_TABLE = (
+    "CREATE VIRTUAL TABLE IF NOT EXISTS chat_message_fts USING fts5("
+    "search_text, content='chat_message', content_rowid='id', tokenize='porter unicode61')"
+)
+SQLITE_TRIGGERS = {
+    "chat_message_fts_insert": "AFTER INSERT ON chat_message BEGIN "
+    "INSERT INTO chat_message_fts(rowid, search_text) VALUES (new.id, new.search_text); END",
+    "chat_message_fts_delete": "AFTER DELETE ON chat_message BEGIN "
+    "INSERT INTO chat_message_fts(chat_message_fts, rowid, search_text) "
+    "VALUES ('delete', old.id, old.search_text); END",
+    # Only when the text changes: heartbeats and status updates leave the index alone.
+    "chat_message_fts_update": "AFTER UPDATE OF search_text ON chat_message BEGIN "
+    "INSERT INTO chat_message_fts(chat_message_fts, rowid, search_text) "
+    "VALUES ('delete', old.id, old.search_text); "
+    "INSERT INTO chat_message_fts(rowid, search_text) VALUES (new.id, new.search_text); END",
+}
+POSTGRES_INDEX = (
+    "CREATE INDEX IF NOT EXISTS chat_message_search ON chat_message "
+    "USING GIN (to_tsvector('english', search_text))"
+)
+
+
+def ensure(connection) -> None:
+    """Create the index if it is missing (idempotent)."""
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(POSTGRES_INDEX)
+        elif connection.vendor == "sqlite":
+            cursor.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")
+            present = {name for (name,) in cursor.fetchall()}
+            cursor.execute(SQLITE_TABLE)
+            missing = [name for name in SQLITE_TRIGGERS if name not in present]
+            for name in missing:
+                cursor.execute(f"CREATE TRIGGER {name} {SQLITE_TRIGGERS[name]}")
+            if missing:
+                # Rows written while a trigger was gone are not in the index: index them all.
+                cursor.execute("INSERT INTO chat_message_fts(chat_message_fts) VALUES ('rebuild')")
+
+
+def drop(connection) -> None:
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute("DROP INDEX IF EXISTS chat_message_search")
+        elif connection.vendor == "sqlite":
+            for name in SQLITE_TRIGGERS:
+                cursor.execute(f"DROP TRIGGER IF EXISTS {name}")
+            cursor.execute("DROP TABLE IF EXISTS chat_message_fts")

@@ -1,0 +1,146 @@
+"""The turn engine: runs a conversation's work in order, one step at a time.
+
+A step is a value from chat/turns/states.py: a `Turn` to stream, a compaction to run (opened by
+the check before a request, by the policy after a reply, or by a person), or a reply `Refused`
+before any request. A driver task runs a conversation's steps until its queue is empty:
+
+    states.append / claim_next -> Turn -> reply.turn: stream it, save it, claim what follows
+                                -> Opened -> compacting.compact: summarise, close, show it
+                                -> states.claim_next -> the next queued reply, if any
+
+Every state is written to the database before it is acted on, so the work survives this
+process: a reply or compaction it was running when it died is closed by another process's sweep
+(`sweep`, chat/turns/recovery.py), and the queue is picked up there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from django.conf import settings
+
+from chat.compactions import Opened
+from chat.events import ReplyStarted
+from chat.models import stale_before
+from chat.turns import compacting, liveness, recovery, reply, states
+from chat.turns.tasks import eager, hold, show_recovered
+from compaction import boundaries
+from core import db, outbox, runtime
+from tools import mcp
+
+log = logging.getLogger(__name__)
+
+
+def start(step: states.Step) -> None:
+    """Run `step` and whatever follows it in its conversation, in this process."""
+    if step is not None:
+        _spawn(_conversation_of(step), step)
+
+
+def kick(conversation_id: int) -> None:
+    """Start the conversation's next queued reply here, if nothing runs it anywhere."""
+    _spawn(conversation_id, None)
+
+
+def _spawn(conversation_id: int, step: states.Step) -> None:
+    ensure_started()
+    liveness.track_driver(conversation_id, eager(_drive(conversation_id, step)))
+
+
+def _conversation_of(step: states.Step) -> int:
+    if isinstance(step, Opened):
+        return step.conversation_id
+    return step.reply.conversation_id
+
+
+async def _drive(conversation_id: int, step: states.Step) -> None:
+    try:
+        if step is None:
+            step = await _claim(conversation_id)
+        while step is not None:
+            current, step = step, None  # a running step closes itself: never given back
+            step = await _run(conversation_id, current)
+    except BaseException:
+        # A step claimed but never started (this process is stopping, or failed between two
+        # steps) goes back to the queue at once, not after its heartbeat goes stale.
+        if step is not None:
+            await asyncio.shield(db.run(states.give_back, step))
+        raise
+
+
+async def _run(conversation_id: int, step: states.Step) -> states.Step:
+    """Run one step; returns the next, claimed."""
+    if isinstance(step, states.Refused):
+        await outbox.send(conversation_id, ReplyStarted(step.reply))
+        return await _claim(conversation_id)
+    if isinstance(step, Opened):
+        await compacting.compact(step)
+        # After making room for a reply, that reply gets no second compaction: if it still
+        # does not fit, it is refused with both sizes.
+        return await _claim(conversation_id, compact=not step.before_reply)
+    return await reply.turn(step)
+
+
+async def _claim(conversation_id: int, *, compact: bool = True) -> states.Step:
+    claim = await hold(db.run(states.claim_next, conversation_id, compact=compact))
+    await show_recovered(claim.recovered)
+    return claim.step
+
+
+# --- this process's background work --------------------------------------------------------------
+
+
+def ensure_started() -> None:
+    """Heartbeats and the sweep run once per process (per event loop), from the first use on:
+    a server started after a crash recovers what the dead process left at once. A test that
+    runs the queue's recovery itself switches them off on the runtime."""
+    if not runtime.current().background:
+        return
+    here = runtime.current().loop()
+    if here.background is None or here.background.done():
+        here.background = asyncio.get_running_loop().create_task(_background())
+
+
+async def _background() -> None:
+    while True:
+        try:
+            await liveness.beat()
+            await sweep()
+            await liveness.forget_idle()
+        except Exception:
+            log.exception("heartbeat or sweep failed; trying again")
+        await asyncio.sleep(settings.TURN_HEARTBEAT_SECONDS)
+
+
+async def sweep() -> None:
+    """Close what dead processes left running, and start queues nobody is running."""
+    cutoff = stale_before()
+    replies = await db.run(recovery.close_stale, cutoff)
+    await show_recovered(replies)
+    conversations = {r.conversation_id for r in replies}
+    conversations |= set(await db.run(boundaries.close_stale, cutoff))
+    conversations |= set(await db.run(recovery.orphaned_queues, settings.TURN_HEARTBEAT_SECONDS))
+    for conversation_id in sorted(conversations):
+        if not liveness.driving(conversation_id):
+            kick(conversation_id)
+
+
+async def shutdown() -> None:
+    await liveness.shutdown()
+    await mcp.shutdown()  # after the turns: none of them is calling a tool any more
+
+
+async def lifespan(scope, receive, send) -> None:
+    """ASGI lifespan (uvicorn): start the background work at start-up; on a clean shutdown
+    (SIGTERM) close this process's replies and compactions at once instead of leaving them to
+    go stale."""
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            ensure_started()
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await shutdown()
+            await send({"type": "lifespan.shutdown.complete"})
+            return

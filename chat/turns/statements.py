@@ -1,0 +1,174 @@
+"""The statements every turn runs, written out by hand: the ORM spent far longer building them
+than the database spent running them (bench/turn_cpu.py). Values still go through the fields'
+own adaptation and conversion, so they are stored and read exactly as the ORM would.
+
+- `lock`: the conversation's row, locked for the transaction (and in the same statement, moved
+  up its owner's list, named, its running totals added to);
+- `insert`: a user's message and the reply row that answers it, in one statement;
+- `finish`: a streaming reply's final state, written only while it is still streaming.
+"""
+
+from __future__ import annotations
+
+from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, connections
+from django.db.models import BooleanField, DateTimeField, JSONField
+from django.utils import timezone
+
+from chat.conversations import DEFAULT_TITLE
+from chat.models import Conversation, Message
+from chat.search_index import searchable_text
+from core.clean import number
+from core.db import as_datetime
+from core.errors import ActionError
+from providers.usage_columns import COLUMNS, column_values
+from providers.values import Usage
+
+_CONVERSATION_FIELDS = Conversation._meta.concrete_fields
+_CONVERSATION_ATTNAMES = [f.attname for f in _CONVERSATION_FIELDS]
+_CONVERSATION_COLUMNS = ", ".join(f.column for f in _CONVERSATION_FIELDS)
+
+
+def _from_db_value(field):
+    """How `lock` turns a column of the conversation's row into the field's value (chosen once
+    per field, not per row: this runs twice every turn)."""
+    if isinstance(field, DateTimeField):
+        return as_datetime
+    if isinstance(field, BooleanField):
+        return bool
+    if isinstance(field, JSONField):
+        return lambda value: field.from_db_value(value, None, connection)
+    return None
+
+
+_CONVERSATION_CONVERTERS = [_from_db_value(f) for f in _CONVERSATION_FIELDS]
+# From the streaming replies (a partial index holds only those, whatever the history) to their
+# conversations: how many of the user's others are streaming now.
+_STREAMING_ELSEWHERE = (
+    "(SELECT COUNT(*) FROM chat_message m JOIN chat_conversation o ON o.id = m.conversation_id "
+    "WHERE m.status = 'streaming' AND o.owner_id = %s AND o.id <> %s)"
+)
+_MESSAGE_FIELDS = [f for f in Message._meta.concrete_fields if not f.primary_key]
+_MESSAGE_COLUMNS = ", ".join(f.column for f in _MESSAGE_FIELDS)
+_MESSAGE_ROW = "(" + ", ".join(["%s"] * len(_MESSAGE_FIELDS)) + ")"
+# What closing a reply writes: its final state, and only while it is still streaming.
+_FINISHED_FIELDS = [
+    Message._meta.get_field(name)
+    for name in ("content", "search_text", "status", *COLUMNS, "error", "tokens", "model")
+    + ("tool_runs", "window_boundary_id", "window_head_tokens", "window_tokens", "updated_at")
+]
+_FINISH = (
+    "UPDATE chat_message SET "  # noqa: S608 - the field names are ours
+    + ", ".join(f"{f.column} = %s" for f in _FINISHED_FIELDS)
+    + " WHERE id = %s AND status = %s"
+)
+
+
+def lock(
+    conversation_id,
+    user=None,
+    *,
+    touch: bool = True,
+    title: str | None = None,
+    spent: Usage | None = None,
+    count_streaming_elsewhere: bool = False,
+) -> Conversation | None:
+    """Lock the conversation's row for this transaction and return it as it is now. Every
+    change to a conversation's queue (a send, a claim, a cancel, opening a compaction) takes
+    this lock first, so they happen one at a time and each statement after it sees the others'
+    committed work. One statement: with `touch` it also moves the conversation up its owner's
+    list, given `title` names it if it has no name yet, and given `spent` (a reply's usage)
+    adds it to the running totals. `count_streaming_elsewhere` (with `user`) also counts the
+    user's other conversations with a reply streaming, as `.streaming_elsewhere`.
+
+    Only `touch` changes `updated_at`: it orders the owner's list, so each change also moves
+    the row within the list's indexes, and a reply's close need not move again a conversation
+    its send moved (nor reorder the list under the user's pointer when a reply ends)."""
+    pk = number(conversation_id)
+    if pk is None or (user is not None and not user.is_authenticated):
+        return None
+    where, params = ["id = %s", "deleted_at IS NULL"], [pk]
+    if user is not None:
+        where.append("owner_id = %s")
+        params.append(user.pk)
+    columns = _CONVERSATION_COLUMNS
+    extra: list = []
+    if count_streaming_elsewhere and user is not None:
+        columns += f", {_STREAMING_ELSEWHERE}"
+        extra = [user.pk, pk]
+    if touch or title is not None or spent:
+        changes, values = (["updated_at = %s"], [_now()]) if touch else ([], [])
+        if title is not None:
+            changes.append("title = CASE WHEN title = %s THEN %s ELSE title END")
+            values += [DEFAULT_TITLE, title]
+        for column, value in column_values(spent).items() if spent else ():
+            changes.append(f"{column} = COALESCE({column}, 0) + %s")
+            values.append(value)
+        sql = (
+            f"UPDATE chat_conversation SET {', '.join(changes)} "  # noqa: S608 - no input
+            f"WHERE {' AND '.join(where)} RETURNING {columns}"
+        )
+        params = values + params + extra
+    else:
+        sql = f"SELECT {columns} FROM chat_conversation WHERE {' AND '.join(where)}"  # noqa: S608
+        params = extra + params
+        if connection.features.has_select_for_update:
+            sql += " FOR UPDATE"  # SQLite needs none: IMMEDIATE transactions go one by one
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        found = cursor.fetchone()
+    if found is None:
+        return None
+    columns_found = found[: len(_CONVERSATION_FIELDS)]  # then the count, when asked for
+    values = [
+        value if convert is None else convert(value)
+        for convert, value in zip(_CONVERSATION_CONVERTERS, columns_found, strict=True)
+    ]
+    # As the ORM builds a row it read: positional, and known to be in the database.
+    conversation = Conversation.from_db(connection.alias, _CONVERSATION_ATTNAMES, values)
+    if extra:
+        conversation.streaming_elsewhere = found[-1]
+    return conversation
+
+
+def _this_thread_connection():
+    """The database connection itself, for the per-field preparation below: `connection` is a
+    proxy that looks the thread's connection up on every attribute, and each field's
+    preparation reads several (dozens of lookups per row)."""
+    return connections[DEFAULT_DB_ALIAS]
+
+
+def insert(*rows: Message) -> None:
+    """Insert new transcript rows in one statement; each gets its id. Two sends racing for one
+    seq: the later one is refused, and says so."""
+    now = timezone.now()
+    for row in rows:
+        row.created_at = row.updated_at = now
+        row.search_text = searchable_text(row.content)
+    db = _this_thread_connection()
+    params = [f.get_db_prep_save(getattr(r, f.attname), db) for r in rows for f in _MESSAGE_FIELDS]
+    try:
+        with db.cursor() as cursor:
+            cursor.execute(
+                f"INSERT INTO chat_message ({_MESSAGE_COLUMNS}) "  # noqa: S608 - no input
+                f"VALUES {', '.join([_MESSAGE_ROW] * len(rows))} RETURNING id",
+                params,
+            )
+            for row, (pk,) in zip(rows, cursor.fetchall(), strict=True):
+                row.pk = pk
+    except IntegrityError:
+        raise ActionError("Another message was sent at the same moment; try again.") from None
+
+
+def _now():
+    return connection.ops.adapt_datetimefield_value(timezone.now())
+
+
+def finish(reply: Message) -> bool:
+    """Write a reply's final state; False if it was no longer streaming (closed elsewhere)."""
+    reply.updated_at = timezone.now()
+    reply.search_text = searchable_text(reply.content)
+    db = _this_thread_connection()
+    values = [f.get_db_prep_save(getattr(reply, f.attname), db) for f in _FINISHED_FIELDS]
+    with db.cursor() as cursor:
+        cursor.execute(_FINISH, [*values, reply.pk, Message.Status.STREAMING])
+        return cursor.rowcount == 1

@@ -1,0 +1,134 @@
+"""Versions: a reply asked again (regenerate, retry) or a message edited and sent again, and
+switching the branch on screen between them.
+
+Versions are made only after the latest boundary, one at a time, with nothing running or
+waiting: the branch before the boundary is fixed. A new version is claimed at once, as a send is
+(chat/turns/states.py); the earlier ones stay as they are, off the branch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from django.db import transaction
+
+from chat.compactions import Opened
+from chat.models import SETTLED, Conversation, Message
+from chat.state import Row, State, read_state
+from chat.turns import statements
+from chat.turns.recovery import recover
+from chat.turns.states import (
+    Claim,
+    Turn,
+    check_fits_alone,
+    check_replies_at_once,
+    decide,
+    follow_newest,
+    new_versions,
+    pair,
+    queued_reply,
+)
+from chat.window import state_of
+from core.clean import number
+from core.errors import ActionError
+
+
+@dataclass(frozen=True)
+class NewVersion:
+    claim: Claim
+    conversation: Conversation
+    after: int  # the message the new version follows: tabs show the branch down to it
+
+
+def new_version(user, conversation_id, seq, text: str | None = None) -> NewVersion:
+    """A new version of message `seq`, on the branch on screen after the latest boundary: with
+    `text`, the user's message edited (it and a reply to it are added after its parent);
+    without, a reply asked again (regenerate, or retry after an error), added after the message
+    it answers."""
+    with transaction.atomic():
+        conversation, seen, target = _version_target(user, conversation_id, seq)
+        last = seen.last_seq
+        if text is not None:
+            if target.role != Message.Role.USER:
+                raise ActionError("Only your own messages can be edited.")
+            content = [{"type": "text", "text": text}]
+            check_fits_alone(conversation, content)
+            message, reply = pair(conversation, last + 1, content, parent=target.parent)
+            inserted = [message]
+        else:
+            if target.role != Message.Role.ASSISTANT:
+                raise ActionError("Only a reply can be asked again; edit your message instead.")
+            message, reply = None, queued_reply(conversation, last + 1, parent=target.parent)
+            inserted = []
+        if conversation.leaf_seq is not None:
+            follow_newest(conversation)
+        state = state_of(conversation, seen, before_seq=last + 1, leaf=target.parent)
+        if message:
+            state = state.extended([message.to_entry()])
+        if not inserted:
+            statements.insert(reply)  # queued first: decide() moves it on, or leaves it queued
+        step = decide(conversation, seen, reply, state, compact=True, insert=inserted)
+        if isinstance(step, Turn):
+            step = replace(step, versions=new_versions(seen, message or reply))
+        claim = Claim(step, message, queued=isinstance(step, Opened))
+        return NewVersion(claim, conversation, target.parent)
+
+
+def switch_version(user, conversation_id, seq, to) -> Conversation:
+    """Show version `to` of message `seq` (and the newest branch below it)."""
+    to = number(to)
+    if to is None:
+        raise ActionError("Say which version to show.")
+    with transaction.atomic():
+        conversation, seen, target = _version_target(user, conversation_id, seq)
+        chosen = seen.row(to)
+        if (
+            chosen is None
+            or chosen.seq < seen.first_kept  # compacted: read-only
+            or chosen.parent != target.parent
+            or chosen.role != target.role
+            or chosen.status == Message.Status.CANCELLED
+        ):
+            raise ActionError(f"Message {to} is not a version of message {target.seq}.")
+        end = seen.newest_end(to)
+        conversation.leaf_seq = None if end == seen.last_seq else end
+        Conversation.objects.filter(pk=conversation.pk).update(leaf_seq=conversation.leaf_seq)
+    return conversation
+
+
+def _version_target(user, conversation_id, seq) -> tuple[Conversation, State, Row]:
+    """Lock the conversation and find message `seq` on its branch, where versions may be made:
+    after the latest boundary, with nothing running or waiting."""
+    seq = number(seq)
+    if seq is None:
+        raise ActionError("Say which message.")
+    conversation = statements.lock(
+        conversation_id, user, touch=False, count_streaming_elsewhere=True
+    )
+    if conversation is None:
+        raise ActionError("That conversation does not exist.")
+    seen = read_state(conversation.pk)
+    recover(conversation, seen)
+    if seen.busy or seen.next_queued_id:
+        raise ActionError(
+            "Wait for the reply in progress to end (or stop it), then try again: versions are "
+            "made one at a time."
+        )
+    if seen.has_draft:
+        # The draft summarises the branch on screen: approved after a fork, it would fold away
+        # a branch the user had left.
+        raise ActionError(
+            "A draft summary is waiting for your review: approve or discard it first, then "
+            "make a new version or switch."
+        )
+    check_replies_at_once(conversation, "Try again")
+    target = seen.row(seq)
+    if target is None or seq not in seen.branch(conversation.leaf_seq or seen.last_seq):
+        if 1 <= seq < seen.first_kept:
+            raise ActionError(
+                f"Message {seq} is compacted: messages before the latest boundary are read-only."
+            )
+        raise ActionError(f"Message {seq} is not on the branch on screen.")
+    if target.status not in SETTLED:
+        raise ActionError(f"Message {seq} cannot be changed now.")
+    return conversation, seen, target

@@ -1,0 +1,175 @@
+"""The websocket of one conversation: parse a frame, call an action, hand work to the engine.
+
+Thin on purpose: validation, writes and what every tab is told live in the actions
+(chat/turns/actions.py, chat/turns/compacting.py), the turn in chat/turns/engine.py. Every
+refusal is a notice for this socket only.
+"""
+
+from __future__ import annotations
+
+import json
+
+from channels.consumer import get_handler_name
+from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
+
+from chat.models import Conversation
+from chat.render import frames
+from chat.turns import actions, compacting, engine
+from chat.turns.tasks import hold
+from core import db, layers
+from core.errors import ActionError
+
+# A frame is the message plus htmx's headers; anything far beyond the message limit is refused
+# before it is parsed.
+FRAME_OVERHEAD = 8_192
+# The close code when the user's session ended elsewhere (4000-4999 are the application's).
+SESSION_ENDED = 4401
+
+
+class ConversationConsumer(AsyncWebsocketConsumer):
+    async def connect(self) -> None:
+        self.user = self.scope.get("user")
+        self.conversation_id = None
+        try:
+            conversation = await db.run(
+                Conversation.objects.owned,
+                self.user,
+                self.scope["url_route"]["kwargs"]["conversation_id"],
+            )
+        except ActionError:
+            await self.close(code=4404)  # before accept: the handshake is refused (403)
+            return
+        self.conversation_id = conversation.pk
+        self.group = layers.conversation_group(conversation.pk)
+        self.user_group = layers.user_group(self.user.pk)
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.channel_layer.group_add(self.user_group, self.channel_name)
+        await self.accept()
+        engine.ensure_started()  # servers without an ASGI lifespan start it on first use
+
+    async def dispatch(self, message) -> None:
+        # Channels closes stale database connections before every message it dispatches, a hop
+        # to the one sync thread that every socket of the process shares. This consumer does
+        # no database work on that thread (its work runs on core.db's threads, which look after
+        # their own connections), so every frame and fragment skips the hop.
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message['type']}")
+        await handler(message)
+
+    async def disconnect(self, code) -> None:
+        # The reply is not this socket's to cancel: it finishes and saves without it.
+        if self.conversation_id is not None:
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+            await self.channel_layer.group_discard(self.user_group, self.channel_name)
+
+    async def receive(self, text_data=None, bytes_data=None) -> None:
+        if text_data is None:
+            return await self.refuse("Only text frames are understood.")
+        if len(text_data) > settings.MAX_MESSAGE_CHARS * 4 + FRAME_OVERHEAD:
+            return await self.refuse(
+                f"That message is too long; the limit is {settings.MAX_MESSAGE_CHARS:,} characters."
+            )
+        try:
+            frame = json.loads(text_data)
+        except ValueError:
+            return await self.refuse("That frame was not valid JSON.")
+        if not isinstance(frame, dict):
+            return await self.refuse("That frame was not a JSON object.")
+        action = frame.get("action")
+        handler = self.ACTIONS.get(action) if isinstance(action, str) else None
+        if handler is None:
+            return await self.refuse(f"Unknown action {str(frame.get('action'))[:40]!r}.")
+        try:
+            await handler(self, frame)
+        except ActionError as exc:
+            await self.refuse(exc.reason, about=action)
+
+    async def refuse(self, reason: str, *, about: str = "") -> None:
+        await self.send(text_data=frames.notice(reason, about=about))
+
+    # --- actions ---------------------------------------------------------------------------
+
+    async def on_send(self, frame: dict) -> None:
+        claim = await hold(actions.send(self.user, self.conversation_id, frame.get("message")))
+        engine.start(claim.step)
+        await self.send(text_data=frames.accepted())
+
+    async def on_cancel(self, frame: dict) -> None:
+        await actions.cancel(self.user, self.conversation_id, frame.get("message"))
+
+    async def on_stop(self, frame: dict) -> None:
+        if await actions.stop(self.user, self.conversation_id, frame.get("message")):
+            engine.kick(self.conversation_id)  # its process had died: run what waits behind
+
+    async def on_compact(self, frame: dict) -> None:
+        engine.start(
+            await hold(
+                compacting.compact_now(self.user, self.conversation_id, frame.get("instructions"))
+            )
+        )
+
+    async def on_approve(self, frame: dict) -> None:
+        await compacting.approve(
+            self.user, self.conversation_id, frame.get("compaction"), frame.get("summary")
+        )
+
+    async def on_discard(self, frame: dict) -> None:
+        await compacting.discard(self.user, self.conversation_id, frame.get("compaction"))
+
+    async def on_regenerate(self, frame: dict) -> None:
+        engine.start(
+            await hold(
+                compacting.regenerate(
+                    self.user,
+                    self.conversation_id,
+                    frame.get("compaction"),
+                    frame.get("instructions"),
+                )
+            )
+        )
+
+    async def on_undo(self, frame: dict) -> None:
+        await compacting.undo(self.user, self.conversation_id)
+
+    async def on_reply_again(self, frame: dict) -> None:
+        claim = await hold(
+            actions.new_version(self.user, self.conversation_id, frame.get("message"))
+        )
+        engine.start(claim.step)
+
+    async def on_edit(self, frame: dict) -> None:
+        claim = await hold(
+            actions.new_version(
+                self.user, self.conversation_id, frame.get("message"), frame.get("text", "")
+            )
+        )
+        engine.start(claim.step)
+
+    async def on_switch(self, frame: dict) -> None:
+        await actions.switch_version(
+            self.user, self.conversation_id, frame.get("message"), frame.get("to")
+        )
+
+    ACTIONS = {
+        "send": on_send,
+        "cancel": on_cancel,
+        "stop": on_stop,
+        "compact": on_compact,
+        "approve": on_approve,
+        "discard": on_discard,
+        "regenerate": on_regenerate,
+        "undo": on_undo,
+        "reply_again": on_reply_again,
+        "edit": on_edit,
+        "switch": on_switch,
+    }
+
+    # --- group events ------------------------------------------------------------------------
+
+    async def chat_html(self, event: dict) -> None:
+        await self.send(text_data=event["html"])
+
+    async def session_end(self, event: dict) -> None:
+        await self.close(code=SESSION_ENDED)

@@ -1,0 +1,272 @@
+"""Flat function views for the conversation pages. Each looks data up through
+`owned_by(request.user)` or an action that does, so another user's conversation is a 404 and
+never a leak. The sidebar's views are in sidebar_views.py."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib import messages as flash
+from django.contrib.auth import login
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.forms import UserCreationForm
+from django.core.handlers.asgi import ASGIRequest
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from chat import conversations, exports, imports, transcript
+from chat.figures import load_panel
+from chat.models import Conversation, Pin
+from chat.render import frames
+from chat.web import accounts, sidebar
+from chat.web.sidebar_views import page_context
+from chat.window import load_window
+from core.clean import number
+from core.errors import ActionError
+from tools import registry as tools
+
+
+def owned_or_404(request: HttpRequest, conversation_id) -> Conversation:
+    """The requesting user's conversation, else a 404 (another user's reads as missing)."""
+    try:
+        return Conversation.objects.owned(request.user, conversation_id)
+    except ActionError as exc:
+        raise Http404(exc.reason) from None
+
+
+@require_http_methods(["GET", "POST"])
+def signup(request: HttpRequest) -> HttpResponse:
+    if not settings.ALLOW_SIGNUP:
+        raise Http404("Sign-up is switched off.")
+    form = UserCreationForm(request.POST or None)
+    if request.method == "POST":
+        try:
+            accounts.check_signup(request)
+        except ActionError as exc:
+            form.add_error(None, exc.reason)
+        if form.is_valid():
+            user = form.save()
+            accounts.count_signup(request)
+            login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+            return redirect("home")
+    return render(request, "registration/signup.html", {"form": form})
+
+
+@login_required
+@require_GET
+def home(request: HttpRequest) -> HttpResponse:
+    # The latest of the listed ones: an archived conversation is not where anyone starts.
+    latest = Conversation.objects.owned_by(request.user).filter(archived_at__isnull=True).first()
+    if latest:
+        url = reverse("conversation", args=[latest.pk])
+        if request.GET.get("sidebar") == sidebar.ARCHIVED:
+            url += f"?sidebar={sidebar.ARCHIVED}"  # the no-script way to the archived list
+        return redirect(url)
+    return render(request, "chat/empty.html", page_context(request))
+
+
+@login_required
+@require_POST
+def conversation_create(request: HttpRequest) -> HttpResponse:
+    """Create on the model picked (`model`; none: the default). A model not offered here gets
+    a 400 naming the ones that are, and nothing is created."""
+    try:
+        conversation = conversations.create_conversation(
+            request.user, model=request.POST.get("model") or None
+        )
+    except ActionError as exc:
+        context = page_context(request) | {"create_error": exc.reason}
+        return render(request, "chat/empty.html", context, status=400)
+    return redirect("conversation", conversation_id=conversation.pk)
+
+
+@login_required
+@require_POST
+def conversation_import(request: HttpRequest) -> HttpResponse:
+    """Import export.json or ChatGPT's conversations.json; opens the (first) imported
+    conversation. A bad file gets its reason and creates nothing."""
+    upload = request.FILES.get("file")
+    try:
+        if upload is None:
+            raise ActionError("Choose a file to import (export.json or conversations.json).")
+        imports.check_size(upload.size)
+        created = imports.store(request.user, imports.parse(upload.read()))
+    except ActionError as exc:
+        context = page_context(request) | {"import_error": exc.reason}
+        return render(request, "chat/empty.html", context, status=400)
+    if len(created) > 1:
+        flash.success(request, f"Imported {len(created):,} conversations.")
+    return redirect("conversation", conversation_id=created[0].pk)
+
+
+@login_required
+@require_GET
+def conversation_detail(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    conversation = owned_or_404(request, conversation_id)
+    panel = load_panel(conversation, load_window(conversation))
+    context = page_context(request, conversation) | {
+        "page": transcript.page(
+            conversation,
+            before=None,
+            limit=settings.PAGE_MESSAGES,
+            reaching=number(request.GET.get("at")),  # a search hit to jump to
+        ),
+        "ctx": panel,
+        "draft": panel.draft,  # a summary waiting for review shows on load, not only when drafted
+        "conversation": conversation,
+    }
+    if request.htmx and request.GET.get("part") == "transcript":
+        # Reconnect: the tab re-fetches the transcript and replaces its own copy wholesale.
+        return render(request, "chat/conversation.html#transcript", context)
+    return render(request, "chat/conversation.html", context)
+
+
+@login_required
+@require_GET
+def conversation_older(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    conversation = owned_or_404(request, conversation_id)
+    try:
+        before = int(request.GET.get("before", ""))
+    except ValueError:
+        return HttpResponse("Say which messages: ?before=<seq>.", status=400)
+    page = transcript.page(conversation, before=before, limit=settings.PAGE_MESSAGES)
+    return render(
+        request, "chat/conversation.html#older", {"page": page, "conversation": conversation}
+    )
+
+
+@login_required
+@require_GET
+def conversation_context(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    conversation = owned_or_404(request, conversation_id)
+    context = {
+        "ctx": load_panel(conversation, load_window(conversation)),
+        "conversation": conversation,
+    }
+    return render(request, "chat/conversation.html#context", context)
+
+
+@login_required
+@require_GET
+def conversation_window(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    """'What the model sees': exactly the window that export.json reports."""
+    conversation = owned_or_404(request, conversation_id)
+    state = load_window(conversation)
+    return render(
+        request,
+        "chat/conversation.html#model-view",
+        {
+            "window": state.window(),
+            "tokens": state.tokens,
+            "has_summary": state.boundary is not None,
+            "conversation": conversation,
+        },
+    )
+
+
+@login_required
+@require_POST
+def conversation_rename(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    owned_or_404(request, conversation_id)
+    try:
+        conversations.rename_conversation(
+            request.user, conversation_id, request.POST.get("title", "")
+        )
+    except ActionError as exc:
+        flash.error(request, exc.reason)
+    return redirect("conversation", conversation_id=conversation_id)
+
+
+@login_required
+@require_POST
+def conversation_settings(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    owned_or_404(request, conversation_id)
+    try:
+        conversations.update_settings(
+            request.user,
+            conversation_id,
+            system_prompt=request.POST.get("system_prompt", ""),
+            review_compactions=request.POST.get("review_compactions") == "on",
+        )
+    except ActionError as exc:
+        flash.error(request, f"Settings not saved. {exc.reason}")
+    else:
+        flash.success(request, "Settings saved.")
+    return redirect("conversation", conversation_id=conversation_id)
+
+
+@login_required
+@require_POST
+def message_pin(request: HttpRequest, message_id: int) -> HttpResponse:
+    try:
+        message = conversations.set_pinned(
+            request.user, message_id, request.POST.get("pinned") == "1"
+        )
+    except ActionError as exc:
+        raise Http404(exc.reason) from None
+    pinned = Pin.objects.filter(message=message).exists()
+    item = transcript.Item(
+        kind="message",
+        message=message,
+        pinned=pinned,
+        outside_window=message.seq < transcript.first_kept_seq(message.conversation),
+    )
+    return HttpResponse(frames.message(item))
+
+
+@login_required
+@require_GET
+def conversation_export(request: HttpRequest, conversation_id: int) -> JsonResponse:
+    conversation = owned_or_404(request, conversation_id)
+    response = JsonResponse(
+        exports.conversation_json(conversation), json_dumps_params={"ensure_ascii": False}
+    )
+    filename = exports.filename(conversation, "json")
+    response["Content-Disposition"] = f'inline; filename="{filename}"'
+    return response
+
+
+@login_required
+@require_GET
+def conversation_export_markdown(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    """The transcript as a Markdown download, streamed as it is written (see chat/exports.py)."""
+    conversation = owned_or_404(request, conversation_id)
+    pieces = exports.conversation_markdown(conversation)
+    response = StreamingHttpResponse(
+        exports.served_async(pieces) if isinstance(request, ASGIRequest) else pieces,
+        content_type="text/markdown; charset=utf-8",
+    )
+    filename = exports.filename(conversation, "md")
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+async def conversation_tools(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    """The conversation's tool switches: every tool the chat has (built-in and MCP), on or off.
+    Async: listing MCP tools talks to the servers this process keeps running."""
+    user = await request.auser()
+    conversation = await Conversation.objects.owned_by(user).filter(pk=conversation_id).afirst()
+    if conversation is None:
+        raise Http404("No such conversation.")
+    available = await tools.available()
+    saved = False
+    if request.method == "POST":
+        listed = {t.name for t in available}
+        enabled = set(request.POST.getlist("enabled"))
+        # A tool of a server that is down now keeps the switch it had.
+        kept = [name for name in conversation.disabled_tools if name not in listed]
+        conversation.disabled_tools = sorted({*kept, *(listed - enabled)})
+        await conversation.asave(update_fields=["disabled_tools", "updated_at"])
+        if not request.htmx:
+            return redirect("conversation", conversation.pk)
+        saved = True
+    off = set(conversation.disabled_tools)
+    context = {
+        "conversation": conversation,
+        "tools": [(t, t.name not in off) for t in available],
+        "saved": saved,
+    }
+    return render(request, "chat/conversation.html#tools", context)

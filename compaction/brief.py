@@ -1,0 +1,332 @@
+"""What comes back from the summariser, made safe to keep: the cleaned <summary> of the model's
+output, or a deterministic rule-based brief when that is missing, empty or malformed (so a
+failed summary is never what gets committed). `from_output` and `by_rules` turn either into a
+`SummaryResult`. Plain functions over plain values.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from compaction.entries import Entry
+from compaction.prompt import SECTIONS, clip, lines_of, one_line
+from providers.values import Usage
+
+RULES_NOTE = "[Rule-based summary (no model): user messages and key lines of the replies.]"
+
+# --- Markdown kept in its place -------------------------------------------------------------------
+
+# A summary is Markdown: it is rendered on its divider and in "What the model sees", where the
+# summary pair goes on after it (the recall note, pinned messages). A code fence that a quoted
+# message opens there (three backticks or tildes at the start of a line) and nothing closes
+# would swallow everything after it into one code block.
+_FENCE_RE = re.compile(r"^([ \t]*)(`{3,}|~{3,})", re.MULTILINE)
+_HEADING_RE = re.compile(r"^([ \t]*)(#{1,6})(?=[ \t]|$)", re.MULTILINE)
+_FENCE_LINE_RE = re.compile(r"^( {0,3})(`{3,}|~{3,})(.*)$")
+
+
+def neutralise_fences(text: str) -> str:
+    """Code fences in quoted text made inert: each of their backticks (or tildes) escaped, so
+    every character still shows and no code block opens."""
+    return _FENCE_RE.sub(lambda m: m.group(1) + "".join(f"\\{c}" for c in m.group(2)), text)
+
+
+def inert_quote(text: str) -> str:
+    """A message quoted inside a summary's bullet: its fences and headings escaped (a quoted
+    "## Next step" must not pass for a section), its lines indented to stay in the bullet."""
+    text = _HEADING_RE.sub(lambda m: f"{m.group(1)}\\{m.group(2)}", neutralise_fences(text))
+    return text.replace("\n", "\n  ")
+
+
+def close_open_fence(text: str) -> str:
+    """A code fence left open at the end (a model's summary cut short) closed, at the opening
+    fence's own indentation, so it ends where the summary does."""
+    opened: tuple[str, str] | None = None  # (indentation, fence)
+    for line in text.split("\n"):
+        match = _FENCE_LINE_RE.match(line)
+        if match is None:
+            continue
+        indent, fence, rest = match.groups()
+        if opened is None:
+            if not (fence[0] == "`" and "`" in rest):  # a backtick fence's info has none
+                opened = (indent, fence)
+        elif fence[0] == opened[1][0] and len(fence) >= len(opened[1]) and not rest.strip():
+            opened = None
+    return text if opened is None else f"{text}\n{opened[0]}{opened[1]}"
+
+
+# --- cleaning -------------------------------------------------------------------------------------
+
+_ANALYSIS_BLOCK_RE = re.compile(r"<analysis\s*>.*?</analysis\s*>", re.IGNORECASE | re.DOTALL)
+_ANALYSIS_OPEN_RE = re.compile(r"<analysis\s*>", re.IGNORECASE)
+_ANALYSIS_TAG_RE = re.compile(r"</?analysis\s*>", re.IGNORECASE)
+_SUMMARY_OPEN_RE = re.compile(r"<summary\s*>", re.IGNORECASE)
+_SUMMARY_CLOSE_RE = re.compile(r"</summary\s*>", re.IGNORECASE)
+
+
+def clean_summary(raw: str) -> str | None:
+    """The last <summary> block of a model's output, with every trace of <analysis> removed."""
+    if not raw:
+        return None
+    # Analysis first: its notes may mention "<summary>" and must not be mistaken for the block.
+    text = _ANALYSIS_BLOCK_RE.sub("", raw)
+    body = _last_summary_block(text)
+    if body is None:
+        return None
+    body = _strip_analysis(body).strip()
+    return close_open_fence(body) if body else None
+
+
+def _last_summary_block(text: str) -> str | None:
+    closes = list(_SUMMARY_CLOSE_RE.finditer(text))
+    if not closes:
+        return None
+    close = closes[-1]
+    opens = [m for m in _SUMMARY_OPEN_RE.finditer(text, 0, close.start())]
+    if not opens:
+        return None
+    return text[opens[-1].end() : close.start()]
+
+
+def _strip_analysis(body: str) -> str:
+    body = _ANALYSIS_BLOCK_RE.sub("", body)
+    # An unterminated <analysis> runs to the end: everything after it is private notes.
+    opened = _ANALYSIS_OPEN_RE.search(body)
+    if opened:
+        body = body[: opened.start()]
+    return _ANALYSIS_TAG_RE.sub("", body)
+
+
+# --- the rule-based fallback ----------------------------------------------------------------------
+
+_PER_USER_MESSAGE = 600
+_MIN_PER_USER_MESSAGE = 80
+_PER_LINE = 200
+_PATH_RE = re.compile(
+    r"(?:[\w.-]+/)+[\w.-]+|\b[\w-]+\.(?:py|js|ts|tsx|jsx|html|css|md|json|toml|ya?ml|txt|sql|sh|"
+    r"rs|go|java|rb|c|h|cpp|ini|cfg)\b"
+)
+_CODE_RE = re.compile(r"`([^`\n]{2,60})`")
+_ERROR_RE = re.compile(
+    r"\b(error|exception|traceback|failed|fails|failing|bug|fix(?:ed|es)?)\b", re.I
+)
+_DECISION_RE = re.compile(
+    r"\b(decid\w*|decision|chose|choose|instead|because|we will|we'll|i will|i'll|plan)\b", re.I
+)
+_PENDING_RE = re.compile(r"\b(todo|to do|next|remaining|still need|need to|pending|later)\b", re.I)
+# How the room left after the fixed framing is shared out, in 48ths: user messages get the
+# largest share because they are the one thing a brief must never lose, then the earlier brief.
+# "lines" is each of three line-picking sections, "small" each of four short ones.
+_WEIGHTS = {"users": 19, "previous": 8, "intent": 3, "lines": 3, "small": 2}
+_WEIGHT_TOTAL = 48  # 19 + 8 + 3 + 3 * 3 + 4 * 2 + slack 1
+
+
+def rule_based_summary(
+    entries: Sequence[Entry],
+    previous_summary: str | None,
+    instructions: str = "",
+    max_chars: int = 6000,
+) -> str:
+    """A bounded, deterministic brief built without a model. Never empty, never over max_chars."""
+    if max_chars < 1:
+        raise ValueError("max_chars must be at least 1")
+    users = [e for e in entries if e.role == "user" and e.starts_user_turn and e.text.strip()]
+    assistants = [e for e in entries if e.role == "assistant"]
+    # Fixed framing (note, headings) first; what is left is shared out by _WEIGHTS.
+    # When the bound is tight, user messages still get at least half of it: they matter most.
+    room = max(max_chars - len(RULES_NOTE) - 40 * (len(SECTIONS) + 1), max_chars // 2)
+    share = {name: room * weight // _WEIGHT_TOTAL for name, weight in _WEIGHTS.items()}
+    sections = {
+        "Primary request and intent": _intent(
+            users, instructions, max(share["intent"], _PER_LINE + 30)
+        ),
+        "Key technical concepts": _concepts(entries, share["small"]),
+        "Files and code": _matching_lines(entries, _PATH_RE, share["lines"]),
+        "Errors and fixes": _matching_lines(entries, _ERROR_RE, share["lines"]),
+        "Problem solving": _assistant_key_lines(assistants, share["lines"]),
+        "All user messages": _user_messages(users, share["users"]),
+        "Pending tasks": _matching_lines(users[-3:], _PENDING_RE, share["small"]),
+        "Current work": _current_work(assistants, share["small"]),
+        "Next step": _next_step(users, share["small"]),
+    }
+    parts = [RULES_NOTE]
+    if previous_summary and previous_summary.strip():
+        # Cut to its share, which may fall inside one of its code blocks: closed where it ends.
+        earlier = close_open_fence(
+            _demote_headings(clip(previous_summary.strip(), share["previous"]))
+        )
+        parts.append(f"## Earlier brief\n{earlier}")
+    for name in SECTIONS:
+        if sections[name]:  # an empty heading would only spend the bounded room
+            parts.append(f"## {name}\n{sections[name]}")
+    if not entries and not (previous_summary and previous_summary.strip()):
+        parts.append("No earlier messages to summarise.")
+    return clip("\n\n".join(parts), max_chars)
+
+
+def _demote_headings(text: str) -> str:
+    # The earlier brief has the same section headings; nest them so they do not read as this one's.
+    return re.sub(r"^(#+ )", r"#\1", text, flags=re.MULTILINE)
+
+
+def _bullets(lines: list[str], budget: int) -> str:
+    """As many bullets as fit in `budget`, in order, without repeats."""
+    out: list[str] = []
+    used = 0
+    seen: set[str] = set()
+    for line in lines:
+        if line in seen:
+            continue
+        seen.add(line)
+        bullet = f"- {line}"
+        if used + len(bullet) + 1 > budget:
+            break
+        out.append(bullet)
+        used += len(bullet) + 1
+    return "\n".join(out)
+
+
+def _intent(users: list[Entry], instructions: str, budget: int) -> str:
+    lines = []
+    # The user's steer comes first so a tight bound never drops it.
+    if instructions and instructions.strip():
+        lines.append(f"Summary focus asked for: {one_line(instructions, _PER_LINE)}")
+    if users:
+        lines.append(f"First request (#{users[0].seq}): {one_line(users[0].text, _PER_LINE)}")
+    if len(users) > 1:
+        lines.append(f"Latest request (#{users[-1].seq}): {one_line(users[-1].text, _PER_LINE)}")
+    return _bullets(lines, budget)
+
+
+def _concepts(entries: Sequence[Entry], budget: int) -> str:
+    terms = [m.group(1).strip() for e in entries for m in _CODE_RE.finditer(e.text)]
+    return ", ".join(dict.fromkeys(t for t in terms if t))[:budget].rstrip(", ")
+
+
+def _matching_lines(entries: Sequence[Entry], pattern: re.Pattern[str], budget: int) -> str:
+    lines = [
+        f"(#{e.seq}) {one_line(line, _PER_LINE)}"
+        for e in entries
+        for line in lines_of(e)
+        if pattern.search(line)
+    ]
+    return _bullets(lines, budget)
+
+
+def _assistant_key_lines(assistants: list[Entry], budget: int) -> str:
+    lines = []
+    for entry in assistants:
+        own = [line for line in entry.text.splitlines() if line.strip()]
+        if own:
+            lines.append(f"(#{entry.seq}) {one_line(own[0], _PER_LINE)}")
+        decisions = [x for x in own[1:] if _DECISION_RE.search(x)]
+        lines += [f"(#{entry.seq}) {one_line(x, _PER_LINE)}" for x in decisions]
+    return _bullets(lines, budget)
+
+
+def _user_messages(users: list[Entry], budget: int) -> str:
+    """Every user message, shortened; when they do not all fit, the most recent win."""
+    kept: list[str] = []
+    used = 0
+    # Share the room so every message keeps at least its opening words (goals and constraints
+    # usually come first); only when even that does not fit are the oldest left out.
+    each = max(_MIN_PER_USER_MESSAGE, min(_PER_USER_MESSAGE, budget // max(len(users), 1) - 16))
+    for entry in reversed(users):
+        quoted = f'- (#{entry.seq}) "{inert_quote(clip(entry.text.strip(), each))}"'
+        room = budget - used
+        if len(quoted) + 1 > room:
+            if not kept and room > 40:
+                # The latest message always appears, cut to whatever room there is.
+                kept.append(clip(quoted, room - 1) + '"')
+            break
+        kept.append(quoted)
+        used += len(quoted) + 1
+    omitted = len(users) - len(kept)
+    lines = list(reversed(kept))
+    if omitted:
+        lines.insert(0, f"- ({omitted} earlier user messages omitted for length)")
+    return "\n".join(lines)
+
+
+def _current_work(assistants: list[Entry], budget: int) -> str:
+    lines = []
+    if assistants and assistants[-1].text.strip():
+        last = assistants[-1]
+        lines.append(f"Last assistant reply (#{last.seq}): {one_line(last.text, _PER_LINE)}")
+    return _bullets(lines, budget)
+
+
+def _next_step(users: list[Entry], budget: int) -> str:
+    if not users:
+        return ""
+    latest = users[-1]
+    return clip(
+        f'Continue from the most recent user request (#{latest.seq}): "'
+        f'{one_line(latest.text, _PER_LINE)}"',
+        budget,
+    )
+
+
+# --- the result ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SummaryResult:
+    summary: str
+    raw_output: str
+    summariser: str  # "model" or "rules"
+    usage: Usage = field(default_factory=Usage, hash=False)  # of the summary call(s)
+    error: str = ""
+
+
+def from_output(
+    raw: str,
+    stop_reason: str | None,
+    usage: Usage,
+    entries: Sequence[Entry],
+    previous_summary: str | None,
+    instructions: str = "",
+    *,
+    max_chars: int = 6000,
+) -> SummaryResult:
+    """What the model wrote, kept if it holds a usable <summary>, else the rule-based brief."""
+    cleaned = clean_summary(raw)
+    if cleaned is not None:
+        return SummaryResult(cleaned, raw, "model", usage, "")
+    return by_rules(
+        entries,
+        previous_summary,
+        instructions,
+        max_chars=max_chars,
+        error=_rejection(raw, stop_reason),
+        raw=raw,
+        usage=usage,
+    )
+
+
+def by_rules(
+    entries: Sequence[Entry],
+    previous_summary: str | None,
+    instructions: str = "",
+    *,
+    max_chars: int = 6000,
+    error: str = "",
+    raw: str = "",
+    usage: Usage | None = None,
+) -> SummaryResult:
+    """The rule-based brief as a result, saying why the model's was not used (if it was tried)."""
+    summary = rule_based_summary(entries, previous_summary, instructions, max_chars=max_chars)
+    return SummaryResult(summary, raw, "rules", usage or Usage(), error)
+
+
+def _rejection(raw: str, stop_reason: str | None) -> str:
+    """Why a model output was not usable, in words an admin can act on."""
+    if not raw.strip():
+        return "model returned an empty summary"
+    if stop_reason == "max_tokens" and not _SUMMARY_CLOSE_RE.search(raw):
+        return "model summary was cut off at max_tokens before </summary>"
+    if not _SUMMARY_CLOSE_RE.search(raw) or not _SUMMARY_OPEN_RE.search(raw):
+        return "model summary had no <summary> tags"
+    return "model summary was empty inside its <summary> tags"

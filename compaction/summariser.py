@@ -1,0 +1,126 @@
+"""Asking a model for the summary: over the conversation's cached prefix while it is warm, else
+over a separate transcript, and falling back to the rule-based brief on any fault. Never empty.
+
+The caller gives the client, the window and the tools the conversation's requests offer (so a
+request over the prefix matches the chat's byte for byte); nothing here reads the database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+
+from compaction import brief
+from compaction.entries import Entry
+from compaction.policy import Budget
+from compaction.prompt import build_prefix_request, build_summary_request
+from compaction.state import WindowState
+from providers import registry
+from providers.tokens import CHARS_PER_TOKEN, estimate_content
+from providers.values import Capabilities, Request, Usage
+
+# The API keeps a cached prefix five minutes after its last use; a minute's margin covers the
+# summary call's own start and clocks that differ between processes.
+CACHE_WARM_FOR = timedelta(minutes=4)
+
+
+def cache_is_warm(last_request_at: datetime | None, now: datetime) -> bool:
+    return last_request_at is not None and now - last_request_at < CACHE_WARM_FOR
+
+
+def over_prefix(
+    state: WindowState,
+    older: Sequence[Entry],
+    instructions: str,
+    *,
+    model: str,
+    capabilities: Capabilities,
+    tools: tuple[dict, ...],
+    max_tokens: int,
+) -> Request | None:
+    """The summary request over the conversation's cached prefix (the caller checked that it
+    is cached and that reading it is wanted), if the window with the request fits the model's
+    context. None: ask over a separate transcript."""
+    if not capabilities.supports_caching:
+        return None
+    window = state.window()
+    messages = build_prefix_request(window.messages, older, bool(state.summary), instructions)
+    asked = estimate_content(messages[-1]["content"])  # with the message it joins: on the safe side
+    if state.tokens + asked + max_tokens > capabilities.context_window:
+        return None
+    return Request(
+        model=model,
+        system=state.system,
+        messages=messages,
+        max_tokens=max_tokens,
+        tools=tools,
+        cache_head=window.head,  # the same marks as the chat requests: their prefix is read
+    )
+
+
+async def summarise(
+    client,
+    model: str,
+    entries: list[Entry],
+    previous_summary: str | None,
+    instructions: str = "",
+    *,
+    max_tokens: int = 4096,
+    max_chars: int = 6000,
+    over_prefix: Request | None = None,
+) -> brief.SummaryResult:
+    """The summary from the model, falling back to rules on any fault. Never empty.
+
+    Asked over the conversation's prefix when `over_prefix` is given; if what comes back holds
+    no usable summary (the model went on with the conversation, or called a tool), asked again
+    over a separate transcript. A provider fault falls back to rules at once."""
+    capabilities = client.capabilities(model)
+    if not capabilities.can_summarise:
+        # An offline stand-in cannot summarise; rules are the honest answer, not a failure.
+        return brief.by_rules(entries, previous_summary, instructions, max_chars=max_chars)
+    system, messages = build_summary_request(entries, previous_summary, instructions)
+    separate = Request(
+        model=model,
+        system=system,
+        messages=messages,
+        max_tokens=max_tokens,
+        # The summariser's instructions are the same every time; the transcript never is.
+        cache_head=0 if capabilities.supports_caching else None,
+        cache_latest=False,
+    )
+    spent = Usage()
+    for request in (over_prefix, separate):
+        if request is None:
+            continue
+        try:
+            final = await registry.complete(client, request)
+        except Exception as exc:  # provider faults of any kind fall back, never lose the turn
+            reason = getattr(exc, "reason", None) or str(exc) or type(exc).__name__
+            return brief.by_rules(
+                entries,
+                previous_summary,
+                instructions,
+                max_chars=max_chars,
+                error=f"model summary call failed: {reason}",
+                usage=spent,
+            )
+        spent = spent.plus(final.usage)
+        result = brief.from_output(
+            final.text,
+            final.stop_reason,
+            spent,
+            entries,
+            previous_summary,
+            instructions,
+            max_chars=max_chars,
+        )
+        if result.summariser == "model":
+            return result
+    return result
+
+
+def fallback_chars(budget: Budget, replaced_tokens: int) -> int:
+    """Size of a rule-based summary: well under what it replaces and a small share of the
+    budget, so that falling back shrinks the window (a compaction that would not is refused)."""
+    tokens = min(int(replaced_tokens * 0.7), int(budget.total * 0.15))
+    return max(int(tokens * CHARS_PER_TOKEN), 600)

@@ -1,0 +1,140 @@
+"""What this process keeps between requests, on one object.
+
+- caches of what never changes: the final rows of recent windows (chat/state.py) and the chart's
+  points before a boundary (chat/figures.py);
+- the database threads (core/db.py) and the clients of the cache the limits count in;
+- the model clients: those built from the settings, and any registered in their place (a test's
+  or a benchmark's fake model: providers/registry.py);
+- what this process runs right now (`Loop`): the replies it streams, its compactions, each
+  conversation's driver, the heartbeat and the Stop listener, the SDK's connection pools and the
+  MCP servers it started.
+
+The runtime is made at start-up (the web room's app config, or on first use) and a test starts
+from a fresh one with `reset()`: no other module keeps state of its own. Asyncio objects belong to
+the event loop that made them, so what is tied to a loop sits in a `Loop` per running loop (a
+server process has one; each test has its own; a sync caller going through async_to_sync gets a
+short-lived one).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import weakref
+from collections import OrderedDict, defaultdict
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class Lru:
+    """A bounded map, least recently used dropped first; safe to share between threads."""
+
+    def __init__(self, size: int = 1000) -> None:
+        self.size = size
+        self._lock = threading.Lock()
+        self._items: OrderedDict[Any, Any] = OrderedDict()
+
+    def get(self, key):
+        with self._lock:
+            item = self._items.get(key)
+            if item is not None:
+                self._items.move_to_end(key)
+            return item
+
+    def put(self, key, item) -> None:
+        with self._lock:
+            self._items[key] = item
+            self._items.move_to_end(key)
+            while len(self._items) > self.size:
+                self._items.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+@dataclass(eq=False)
+class Loop:
+    """What one event loop of this process runs and holds."""
+
+    # reply id -> (conversation, reply seq, the task streaming it)
+    replies: dict[int, tuple[int, int, asyncio.Task]] = field(default_factory=dict)
+    compactions: dict[int, asyncio.Task] = field(default_factory=dict)
+    # conversation -> the tasks driving its steps
+    drivers: defaultdict[int, set[asyncio.Task]] = field(default_factory=lambda: defaultdict(set))
+    background: asyncio.Task | None = None  # heartbeat and sweep
+    listener: asyncio.Task | None = None  # Stop, from any process
+    channel: str | None = None  # the listener's channel
+    # conversation -> when this process last streamed one of its replies, for those whose control
+    # group has the listener's channel
+    listening: dict[int, float] = field(default_factory=dict)
+    sdk_clients: dict[Any, Any] = field(default_factory=dict)  # providers/anthropic.py
+    mcp_servers: dict[str, Any] = field(default_factory=dict)  # tools/mcp.py: name -> connection
+    mcp_resting: dict[str, float] = field(default_factory=dict)  # name -> when to try again
+
+
+class Runtime:
+    def __init__(self, *, render: Callable | None = None) -> None:
+        # Events -> the HTML every tab is sent (core/outbox.py), installed by the web room.
+        self.render = render
+        self.windows = Lru(1000)  # conversation -> the final rows of its window
+        self.chart_points = Lru(1000)  # (conversation, boundary) -> points before it
+        self.registered: dict[str, Any] = {}  # model ("" = every model) -> client
+        self.clients: dict[Any, Any] = {}  # configuration -> client built from the settings
+        self.cache_clients: dict[str, Any] = {}  # chat/limits.py's
+        # The heartbeat and sweep (chat/turns/engine.py) start with the first socket or turn;
+        # a test that runs the queue's recovery itself switches them off.
+        self.background = True
+        self._lock = threading.Lock()
+        self._db_threads: ThreadPoolExecutor | None = None
+        self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Loop] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def db_threads(self, count: int) -> ThreadPoolExecutor:
+        """The database threads (core/db.py), made on first use."""
+        with self._lock:
+            if self._db_threads is None:
+                self._db_threads = ThreadPoolExecutor(max_workers=count, thread_name_prefix="db")
+            return self._db_threads
+
+    def loop(self) -> Loop:
+        """What the running event loop holds."""
+        running = asyncio.get_running_loop()
+        state = self._loops.get(running)
+        if state is None:
+            state = self._loops[running] = Loop()
+        return state
+
+    def close(self) -> None:
+        """Let the database threads end once idle (a test's runtime is replaced by the next)."""
+        if self._db_threads is not None:
+            self._db_threads.shutdown(wait=False)
+
+
+_current: Runtime | None = None
+
+
+def current() -> Runtime:
+    """This process's runtime, made on first use if start-up did not make it."""
+    global _current
+    if _current is None:
+        _current = Runtime()
+    return _current
+
+
+def start(*, render: Callable) -> Runtime:
+    """At start-up: the runtime, with the web room's renderer."""
+    runtime = current()
+    runtime.render = render
+    return runtime
+
+
+def reset() -> Runtime:
+    """A fresh runtime with the same renderer: every cache, client and registration dropped."""
+    global _current
+    old = current()
+    old.close()
+    _current = Runtime(render=old.render)
+    return _current

@@ -1,0 +1,50 @@
+"""Token estimates, where the server has not counted.
+
+The API's `usage` on a reply is the ground truth for what the window it was sent cost. Between
+replies only what was added since is *estimated*, with a deliberately conservative (high) local
+estimator, so the window is never believed smaller than it is. Each message's estimate is stored
+once when it is saved; nothing here re-counts a whole history.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+# English prose runs near 4 characters a token for Claude's tokenizer; code and other scripts run
+# denser. Three characters a token over-counts prose by ~30%, which is the safe direction.
+CHARS_PER_TOKEN = 3.0
+# Role markers and block framing cost a few tokens per message.
+MESSAGE_OVERHEAD = 4
+
+
+def estimate_text(text: str) -> int:
+    if not text:
+        return 0
+    return math.ceil(len(text) / CHARS_PER_TOKEN)
+
+
+def block_text(block: dict) -> str:
+    """The characters a content block puts in front of the model."""
+    kind = block.get("type")
+    if kind == "text":
+        return block.get("text", "")
+    if kind == "tool_use":
+        return f"{block.get('name', '')} {json.dumps(block.get('input', {}), sort_keys=True)}"
+    if kind == "tool_result":
+        inner = block.get("content", "")
+        if isinstance(inner, list):
+            return "\n".join(block_text(b) for b in inner)
+        return str(inner)
+    return json.dumps(block, sort_keys=True)
+
+
+def estimate_content(content: list[dict] | str) -> int:
+    if isinstance(content, str):
+        return MESSAGE_OVERHEAD + estimate_text(content)
+    return MESSAGE_OVERHEAD + sum(estimate_text(block_text(b)) for b in content)
+
+
+def estimate_request(system: str, messages: list[dict]) -> int:
+    """Estimate a whole request: only for windows with no reported usage to anchor on."""
+    return estimate_text(system) + sum(estimate_content(m["content"]) for m in messages)
