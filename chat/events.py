@@ -1,11 +1,12 @@
 """What happened, as values: the events the outbox (core/outbox.py) sends to a conversation's
 tabs once the transaction that made them has committed, and the web room renders
-(chat/render/frames.py). Each says what changed, never how it looks.
+(chat/render/frames.py). Each says what changed, never how it looks. Plain tuples with names: a
+streaming reply makes one per frame.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from chat.branches import Versions
 from chat.figures import Panel
@@ -14,8 +15,7 @@ from chat.transcript import Page
 from compaction.models import Compaction
 
 
-@dataclass(frozen=True)
-class MessageAdded:
+class MessageAdded(NamedTuple):
     """A message at the end of the transcript: sent now, or waiting for the reply in progress."""
 
     message: Message
@@ -23,8 +23,7 @@ class MessageAdded:
     versions: Versions | None = None
 
 
-@dataclass(frozen=True)
-class MessageChanged:
+class MessageChanged(NamedTuple):
     """A message shown again in its place: a reply closed, a message taken back, a reply closed
     because its process died."""
 
@@ -32,38 +31,33 @@ class MessageChanged:
     versions: Versions | None = None
 
 
-@dataclass(frozen=True)
-class ReplyStarted:
+class ReplyStarted(NamedTuple):
     """A reply begins: its bubble under the message it answers, which is no longer queued."""
 
     reply: Message
     versions: Versions | None = None
 
 
-@dataclass(frozen=True)
-class Delta:
+class Delta(NamedTuple):
     """Text of a streaming reply."""
 
     seq: int
     text: str
 
 
-@dataclass(frozen=True)
-class FiguresChanged:
+class FiguresChanged(NamedTuple):
     """The meter and the chart after a reply."""
 
     panel: Panel
 
 
-@dataclass(frozen=True)
-class Renamed:
+class Renamed(NamedTuple):
     """The conversation got its title (from its first message)."""
 
     conversation: Conversation
 
 
-@dataclass(frozen=True)
-class Notice:
+class Notice(NamedTuple):
     """A sentence for every tab ("" hides the notice). `about` names the action refused."""
 
     text: str
@@ -71,15 +65,13 @@ class Notice:
     about: str = ""
 
 
-@dataclass(frozen=True)
-class Progress:
+class Progress(NamedTuple):
     """Work in progress ("Compacting (auto)…"); "" hides it."""
 
     text: str
 
 
-@dataclass(frozen=True)
-class CompactionSettled:
+class CompactionSettled(NamedTuple):
     """A compaction committed, drafted, failed, discarded or undone. `note` replaces the
     notice the outcome would show."""
 
@@ -89,8 +81,7 @@ class CompactionSettled:
     note: str = ""
 
 
-@dataclass(frozen=True)
-class BranchShown:
+class BranchShown(NamedTuple):
     """The transcript on screen is another branch now (a version made or chosen)."""
 
     page: Page

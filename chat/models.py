@@ -29,7 +29,7 @@ from providers.values import Usage
 
 NO_SUCH_CONVERSATION = "That conversation does not exist."
 
-# The sidebar's lists (chat/sidebar.py), as their queries filter them.
+# The sidebar's lists (chat/web/sidebar.py), as their queries filter them.
 LISTED = models.Q(deleted_at__isnull=True, archived_at__isnull=True, pinned_at__isnull=True)
 PINNED = models.Q(deleted_at__isnull=True, archived_at__isnull=True, pinned_at__isnull=False)
 ARCHIVED = models.Q(deleted_at__isnull=True, archived_at__isnull=False)
@@ -108,7 +108,7 @@ class Conversation(UsageColumns):
         ordering = ["-updated_at"]
         indexes = [
             models.Index(fields=["owner", "deleted_at", "-updated_at"]),
-            # The sidebar's keyset pages (chat/sidebar.py): each list (unpinned, pinned,
+            # The sidebar's keyset pages (chat/web/sidebar.py): each list (unpinned, pinned,
             # archived) is a partial index in the list's order, so a page is one range of it,
             # ties included. (PostgreSQL orders by an index only after columns compared with =,
             # never after IS NULL: the lists' conditions go in the indexes' predicates.)

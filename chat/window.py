@@ -14,7 +14,7 @@ from chat.models import SETTLED, Conversation, Message
 from chat.state import Row, State, read_state
 from compaction.clearing import cleared
 from compaction.models import Compaction
-from compaction.state import Anchor, WindowState, budget_for, head_tokens, window_total
+from compaction.state import Anchor, WindowState, budget_for, head_tokens
 from providers.tokens import MESSAGE_OVERHEAD
 
 
@@ -60,18 +60,16 @@ def build(
     # committed summary is never empty (chat/compactions.py refuses one).
     summary = (boundary.summary or None) if boundary else None
     head = head_tokens(system, summary, pinned)
-    anchor = _anchor(carried, boundary, head)
     return WindowState(
-        per_turn=per_turn,
+        budget=budget_for(model),
         system=system,
         summary=summary,
         entries=entries,
         pinned_before_cut=pinned,
         boundary=boundary,
-        budget=budget_for(model),
         head_tokens=head,
-        anchor=anchor,
-        tokens=window_total(head, entries, anchor),
+        anchor=_anchor(carried, boundary, head),
+        per_turn=per_turn,
     )
 
 

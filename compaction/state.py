@@ -8,6 +8,7 @@ pinned messages), the entries kept verbatim, their size in tokens, and the budge
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 from django.conf import settings
 
@@ -36,10 +37,14 @@ class WindowState:
     budget: Budget
     head_tokens: int  # estimate for the system prompt, summary pair and pins
     anchor: Anchor | None  # None: estimate it all
-    tokens: int
     # The window's size after each reply it carries, as the server counted it, oldest first:
     # the chart's latest points.
     per_turn: list[int] = field(default_factory=list, hash=False)
+
+    @cached_property
+    def tokens(self) -> int:
+        """The window's size: reported usage where there is some, estimates for the rest."""
+        return window_total(self.head_tokens, self.entries, self.anchor)
 
     @property
     def first_kept(self) -> int:
@@ -57,8 +62,7 @@ class WindowState:
         if added and window_tokens:
             anchor = (added[-1].seq, window_tokens + MESSAGE_OVERHEAD, self.head_tokens)
             per_turn = [*per_turn, window_tokens]
-        tokens = window_total(self.head_tokens, entries, anchor)
-        return replace(self, entries=entries, anchor=anchor, tokens=tokens, per_turn=per_turn)
+        return replace(self, entries=entries, anchor=anchor, per_turn=per_turn)
 
 
 def first_kept(boundary: Compaction | None) -> int:

@@ -14,7 +14,7 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 SENDS_PER_MINUTE = REPLIES_AT_ONCE = COMPACTIONS_PER_HOUR = 100_000
 SIGNUPS_PER_HOUR = LOGIN_FAILURES_PER_15_MINUTES = 100_000
 DEMO_WORD_DELAY_MS = 0
-# Async code's database calls (chat/db.py) close their connections after each one, so none
+# Async code's database calls (core/db.py) close their connections after each one, so none
 # outlives a test (PostgreSQL cannot drop a test database that still has connections).
 DATABASES["default"]["CONN_MAX_AGE"] = 0
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":

@@ -396,24 +396,25 @@ def _events_of_message(body: Any, model: str) -> list[Event]:
     return events
 
 
+def _api_error(exc: anthropic.APIStatusError, key: str, attribute: str) -> str:
+    """What the server said of its error: `key` of the body's "error" object, unless the SDK
+    parsed it already (as `attribute`)."""
+    value = getattr(exc, attribute, None)
+    error = exc.body.get("error") if isinstance(exc.body, dict) else None
+    if not value and isinstance(error, dict):
+        value = error.get(key)
+    return str(value or "")
+
+
 def _api_message(exc: anthropic.APIStatusError) -> str:
-    message = getattr(exc, "api_message", None)
-    if not message and isinstance(exc.body, dict):
-        error = exc.body.get("error")
-        if isinstance(error, dict):
-            message = error.get("message")
+    message = _api_error(exc, "message", "api_message")
     if not message and isinstance(exc.body, str):
         message = exc.body
-    return _short(str(message or "")).rstrip(".")
+    return _short(message).rstrip(".")
 
 
 def _api_error_type(exc: anthropic.APIStatusError) -> str:
-    error_type = getattr(exc, "type", None)
-    if not error_type and isinstance(exc.body, dict):
-        error = exc.body.get("error")
-        if isinstance(error, dict):
-            error_type = error.get("type")
-    return str(error_type or "")
+    return _api_error(exc, "type", "type")
 
 
 def _short(text: str, limit: int = 300) -> str:

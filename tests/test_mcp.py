@@ -4,7 +4,6 @@ conversation; a server that does not start leaves the chat working."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 
@@ -12,7 +11,7 @@ import pytest
 from django.core.exceptions import ImproperlyConfigured
 
 from chat.models import Conversation, Message
-from config.settings import env_mcp_servers
+from config.env import env_mcp_servers
 from tests.conftest import receive_until, shows, socket_for
 from tests.waiting import settle
 
@@ -131,6 +130,7 @@ def test_a_malformed_server_list_stops_start_up(monkeypatch, raw, problem):
 
 
 async def test_a_server_that_hangs_at_start_is_not_waited_for_on_every_turn(settings):
+    from core import runtime
     from tools import mcp
 
     settings.MCP_SERVERS = {
@@ -139,9 +139,10 @@ async def test_a_server_that_hangs_at_start_is_not_waited_for_on_every_turn(sett
     settings.MCP_TIMEOUT_SECONDS = 1
     try:
         assert await mcp.tools() == ()  # waited once, for MCP_TIMEOUT_SECONDS, then stopped
-        tried = mcp._connections[asyncio.get_running_loop()]["slow"]
+        servers = runtime.current().loop().mcp_servers
+        tried = servers["slow"]
         assert not tried.alive
         assert await mcp.tools() == ()  # resting: not started (nor waited for) again
-        assert mcp._connections[asyncio.get_running_loop()]["slow"] is tried
+        assert servers["slow"] is tried
     finally:
         await mcp.shutdown()

@@ -11,18 +11,10 @@ from contextlib import aclosing
 import pytest
 
 from providers import anthropic as anthropic_provider
-from providers import registry
+from providers import registry, values
 from providers.anthropic import AnthropicClient
 from providers.demo import DemoClient
-from providers.values import (
-    Final,
-    LLMError,
-    Request,
-    TextDelta,
-    ToolInputDelta,
-    ToolUseStart,
-    ToolUseStop,
-)
+from providers.values import Final, LLMError, Request, TextDelta
 
 MESSAGES = [{"role": "user", "content": "Say hello."}]
 MODEL = "claude-test-model"
@@ -356,11 +348,11 @@ async def test_tool_use_streams_start_input_deltas_and_a_parsed_stop(fake_anthro
 
     tool_events = [e for e in got.events if not isinstance(e, (TextDelta, Final))]
     assert tool_events == [
-        ToolUseStart(1, "toolu_1", "search_history"),
-        ToolInputDelta(1, '{"query": "dead'),
-        ToolInputDelta(1, 'line", "limit"'),
-        ToolInputDelta(1, ": 3}"),
-        ToolUseStop(1, "toolu_1", "search_history", {"query": "deadline", "limit": 3}),
+        values.ToolUseStart(1, "toolu_1", "search_history"),
+        values.ToolInputDelta(1, '{"query": "dead'),
+        values.ToolInputDelta(1, 'line", "limit"'),
+        values.ToolInputDelta(1, ": 3}"),
+        values.ToolUseStop(1, "toolu_1", "search_history", {"query": "deadline", "limit": 3}),
     ]
     assert reply.stop_reason == "tool_use"
     assert reply.content == [

@@ -402,16 +402,17 @@ def finished(
     content = [b for b in content if b.get("type") != "text" or b.get("text")]
     return replace_message(
         turn.reply,
-        window_boundary_id=state.boundary.pk if state.boundary else None,
-        window_head_tokens=state.head_tokens,
         content=content,
-        status=status,
-        usage=usage,
-        window_tokens=window_tokens,
-        error=error,
         tokens=estimate_content(content),
+        status=status,
+        error=error,
         model=model or turn.reply.model,
         tool_runs=tool_runs or {},
+        usage=usage,
+        # The window the reply's usage describes, and its size once the reply is in it.
+        window_boundary_id=state.boundary.pk if state.boundary else None,
+        window_head_tokens=state.head_tokens,
+        window_tokens=window_tokens,
     )
 
 

@@ -75,37 +75,39 @@ def sidebar_list(request: HttpRequest, view: str = sidebar.MAIN) -> HttpResponse
     return render(request, f"chat/sidebar.html#{'page' if after else 'conversations'}", context)
 
 
-@login_required
-@require_POST
-def conversation_pin(request: HttpRequest, conversation_id: int) -> HttpResponse:
-    pinned = request.POST.get("pinned") == "1"
-    try:
-        conversation = conversations.pin_conversation(request.user, conversation_id, pinned)
-    except ActionError as exc:
-        return _plain(exc.reason, status=404)
-    done = "Pinned" if pinned else "Unpinned"
-    return _sidebar_changed(request, sidebar.Notice(f"{done} “{conversation.title}”."))
+# A row menu's switches: the action that sets it, and the form field that says on or off.
+SWITCHES = {
+    "pin": (conversations.pin_conversation, "pinned"),
+    "archive": (conversations.archive_conversation, "archived"),
+}
 
 
 @login_required
 @require_POST
-def conversation_archive(request: HttpRequest, conversation_id: int) -> HttpResponse:
-    archived = request.POST.get("archived") == "1"
+def conversation_switch(request: HttpRequest, conversation_id: int, switch: str) -> HttpResponse:
+    """Pin or unpin, archive or unarchive, from a row's menu."""
+    action, field = SWITCHES[switch]
+    on = request.POST.get(field) == "1"
     try:
-        conversation = conversations.archive_conversation(request.user, conversation_id, archived)
+        conversation = action(request.user, conversation_id, on)
     except ActionError as exc:
         return _plain(exc.reason, status=404)
+    return _sidebar_changed(request, _switched(switch, on, conversation))
+
+
+def _switched(switch: str, on: bool, conversation: Conversation) -> sidebar.Notice:
     title = conversation.title
-    if not archived:
-        return _sidebar_changed(request, sidebar.Notice(f"Unarchived “{title}”."))
-    notice = sidebar.Notice(
+    if switch == "pin":
+        return sidebar.Notice(f"{'Pinned' if on else 'Unpinned'} “{title}”.")
+    if not on:
+        return sidebar.Notice(f"Unarchived “{title}”.")
+    return sidebar.Notice(
         f"Archived “{title}”: it is under “Archived conversations” at the end of the list.",
         pk=conversation.pk,
         undo_url=reverse("conversation-archive", args=[conversation.pk]),
         undo_fields=(("archived", "0"),),
         undo_label=f"Undo archiving “{title}”",
     )
-    return _sidebar_changed(request, notice)
 
 
 @login_required

@@ -75,12 +75,14 @@ urlpatterns = [
     ),
     path(
         "conversations/<int:conversation_id>/pin/",
-        sidebar_views.conversation_pin,
+        sidebar_views.conversation_switch,
+        {"switch": "pin"},
         name="conversation-pin",
     ),
     path(
         "conversations/<int:conversation_id>/archive/",
-        sidebar_views.conversation_archive,
+        sidebar_views.conversation_switch,
+        {"switch": "archive"},
         name="conversation-archive",
     ),
     path(
