@@ -1,19 +1,20 @@
 """The one way async code touches the database: `await db.run(function, *args)`.
 
-`function` is a plain synchronous function (usually a whole transaction). It runs on a database
-thread, where Django allows the ORM (it refuses it on a thread running an event loop), with
-connections checked and recycled around each call exactly as Django does around a request
-(`CONN_MAX_AGE`, `CONN_HEALTH_CHECKS`).
+`function` is a plain synchronous function (usually a whole transaction), run to its end;
+connections are checked and recycled around each call exactly as Django does around a request
+(`CONN_MAX_AGE`, `CONN_HEALTH_CHECKS`). Where it runs depends on the database:
 
 - PostgreSQL (any server database): on a small pool of threads (DB_THREADS), each with its own
   connection, so users' database work runs side by side while the event loop goes on.
-- SQLite: on one thread, while the event loop waits for it, blocked. SQLite is a library inside
-  this process with one writer at a time, and a turn's transactions take a millisecond or two of
-  CPU. Awaited like the pool instead, every return from SQLite's C code would wait for the
-  interpreter lock held by the busy loop (5 ms each, the interpreter's switch interval): under 100
-  chats a send's transaction took 52 ms of wall time for 2.7 ms of CPU (bench/load.py). With the
-  loop blocked, the database thread has the interpreter to itself, as if the call ran on the
-  loop's own thread.
+- SQLite: on the event loop's own thread, start to end. SQLite is a library inside this process
+  with one writer at a time, and a turn's transactions take a millisecond or two of CPU. On a
+  pool, every return from SQLite's C code waited for the interpreter lock held by the busy loop:
+  under 100 chats a send's transaction took 52 ms of wall time for 2.7 ms of CPU. On one thread
+  that the loop waits for, each call still paid two thread hand-offs (about 40 us of CPU, more
+  of waiting on a busy machine): 0.74x the relay's replies a second against 0.84x here
+  (bench/load.py, 100 chats). Django allows the ORM on this thread because the settings say it
+  is safe for SQLite (config/settings.py): a plain function cannot await, so nothing
+  interleaves with its transaction.
 """
 
 from __future__ import annotations
@@ -62,11 +63,11 @@ def close_after_request(**kwargs) -> None:
 
 
 async def run[**P, R](function: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
+    if is_sqlite():
+        return _call(partial(function, *args, **kwargs))
     # The context is carried over as sync_to_async would (without its thread-local
     # bookkeeping: nothing here needs it, and this runs a few times every turn).
     call = partial(contextvars.copy_context().run, _call, partial(function, *args, **kwargs))
-    if is_sqlite():
-        return runtime.current().db_threads(1).submit(call).result()
     threads = runtime.current().db_threads(settings.DB_THREADS)
     running = asyncio.get_running_loop().run_in_executor(threads, call)
     try:

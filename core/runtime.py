@@ -2,7 +2,8 @@
 
 - caches of what never changes: the final rows of recent windows (chat/state.py) and the chart's
   points before a boundary (chat/figures.py);
-- the database threads (core/db.py) and the clients of the cache the limits count in;
+- the database threads (core/db.py), the clients of the cache the limits count in, and small
+  values worked out once (a URL pattern);
 - the model clients: those built from the settings, and any registered in their place (a test's
   or a benchmark's fake model: providers/registry.py);
 - what this process runs right now (`Loop`): the replies it streams, its compactions, each
@@ -83,6 +84,9 @@ class Runtime:
         self.registered: dict[str, Any] = {}  # model ("" = every model) -> client
         self.clients: dict[Any, Any] = {}  # configuration -> client built from the settings
         self.cache_clients: dict[str, Any] = {}  # chat/limits.py's
+        # Small values worked out once, from what does not change while the process runs (the
+        # URL pattern every bubble's pin button fills in: reverse() walks the URLconf).
+        self.memo: dict[str, Any] = {}
         # The heartbeat and sweep (chat/turns/engine.py) start with the first socket or turn;
         # a test that runs the queue's recovery itself switches them off.
         self.background = True

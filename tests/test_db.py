@@ -1,7 +1,7 @@
-"""`core.db.run`: where a turn's database work runs. On SQLite, on its one database thread while
-the event loop waits for it (the loop does nothing meanwhile, so the thread never waits for the
-interpreter lock); on PostgreSQL, on the pool of database threads, each with its own connection,
-where the statements a turn repeats are prepared."""
+"""`core.db.run`: where a turn's database work runs. On SQLite, on the event loop's own thread,
+start to end (no hand-off to a thread, which cost two hand-offs per call); on PostgreSQL, on the
+pool of database threads, each with its own connection, where the statements a turn repeats are
+prepared."""
 
 from __future__ import annotations
 
@@ -35,12 +35,10 @@ def _fail() -> None:
 
 
 @sqlite_only
-async def test_on_sqlite_the_work_runs_on_one_thread_while_the_loop_waits(alice):
+async def test_on_sqlite_the_work_runs_on_the_loop_thread_start_to_end(alice):
     await Conversation.objects.acreate(owner=alice, model="claude-test", title="Kept")
-    ident, name = await db.run(_where)
-    assert ident != threading.get_ident() and name.startswith("db")
-    assert (await db.run(_where))[0] == ident  # always the same one: SQLite's one writer
-    # The loop waited: nothing else it runs moved meanwhile.
+    assert (await db.run(_where))[0] == threading.get_ident()
+    # Nothing else the loop runs moves while a call runs: its transaction is never interleaved.
     ticks = []
 
     async def tick():
@@ -51,23 +49,21 @@ async def test_on_sqlite_the_work_runs_on_one_thread_while_the_loop_waits(alice)
     ticker = asyncio.create_task(tick())
     await asyncio.sleep(0)
     before = len(ticks)
-    await db.run(_titles, alice.pk)
-    assert len(ticks) == before  # no tick ran while the call did
-    ticker.cancel()
-    # Django refuses the ORM where an event loop runs; inside the call it is allowed, and a
-    # failure inside is the caller's.
     assert await db.run(_titles, alice.pk) == ["Kept"]
+    assert len(ticks) == before
+    ticker.cancel()
     with pytest.raises(ValueError, match="inside"):
-        await db.run(_fail)
-    with pytest.raises(Exception, match="async context"):
-        list(Conversation.objects.all())
+        await db.run(_fail)  # a failure inside is the caller's
 
 
 @server_only
-async def test_on_a_server_database_the_work_runs_on_the_pool():
+async def test_on_a_server_database_the_work_runs_on_the_pool(alice):
     ident, name = await db.run(_where)
     assert ident != threading.get_ident()
     assert name.startswith("db")
+    # Where the loop runs, Django still refuses the ORM outside a call.
+    with pytest.raises(Exception, match="async context"):
+        list(Conversation.objects.all())
 
 
 def _snapshot_prepared(conversation_id: int, times: int) -> bool:

@@ -22,6 +22,7 @@ from chat.models import Message, duration
 from chat.render.markdown import render_markdown
 from chat.render.meter import spend_shown
 from chat.transcript import Item
+from core import runtime
 from providers.tokens import block_text
 
 _BADGES = {
@@ -115,8 +116,17 @@ def _spend(m: Message) -> str:
     )
 
 
+def _pin_url(pk: int) -> str:
+    """A message's pin URL, from the pattern worked out once per process: every bubble has a
+    pin button, and reverse() walks the URLconf."""
+    memo = runtime.current().memo
+    if "pin-url" not in memo:
+        memo["pin-url"] = escape(reverse("message-pin", args=[0])).replace("/0/", "/{}/")
+    return memo["pin-url"].format(pk)
+
+
 def _pin_button(m: Message, pinned: bool) -> str:
-    url = escape(reverse("message-pin", args=[m.pk]))
+    url = _pin_url(m.pk)
     return (
         f'<button type="button" class="link pin-toggle" id="pin-{m.seq}" hx-post="{url}" '
         f'hx-vals=\'{{"pinned": "{0 if pinned else 1}"}}\' hx-target="#msg-{m.seq}" '

@@ -25,7 +25,7 @@ PAGE = "chat/conversation.html"
 
 def render(sent: Iterable) -> str:
     """One frame: the fragments of `sent`, in order."""
-    return "".join(_RENDERERS[type(event)](event) for event in sent)
+    return "".join([_RENDERERS[type(event)](event) for event in sent])
 
 
 def _part(name: str, context: dict) -> str:
