@@ -4,7 +4,7 @@ Pure logic over plain values: the window's shape (`window`), the value it is bui
 (`state`), where it may be cut (`cut`), clearing old tool results (`clearing`), when to compact
 (`policy`), what the summariser is asked (`prompt`) and how its answer is kept or replaced by rules
 (`brief`), and the call itself (`summariser`). Beside it, boundary storage: the compaction rows
-(`models`, `boundaries`, `admin`). No HTML, no broadcasting: what happened is returned.
+(`models`, `boundaries`). No HTML, no broadcasting: what happened is returned.
 
 Imports only `providers` and `core`. A boundary's foreign key names its conversation
 ("chat.Conversation"), the one reference upward, by name.
