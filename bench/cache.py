@@ -3,9 +3,9 @@ the input is billed, against the same conversation without breakpoints and witho
 
 Run by hand (`make bench-cache`, or `.venv/bin/python bench/cache.py`); not a test.
 
-One conversation of `--turns` turns is driven through the real turn code (`chat.actions.send`,
+One conversation of `--turns` turns is driven through the real turn code (`chat.turns.actions.send`,
 the engine's steps: tool calls, auto-compaction with its summary requests) and the real SDK,
-against `tests/fake_anthropic.py` in this process. That server keeps a prompt cache the way the
+against `support/fake_anthropic.py` in this process. That server keeps a prompt cache the way the
 API does (a prefix up to a breakpoint, byte-identical, read within 5 minutes; prefixes under
 `--min-cache-tokens` are not cached) and reports each request's input apart as read from the
 cache, written to it, and the rest; tokens are a quarter of the characters of the request's
@@ -39,12 +39,13 @@ import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # the checkout, not bench/
 
-from inprocess import setup_django, without_background  # noqa: E402
-
-sys.path.insert(0, str(ROOT))
-
-from tests.fake_anthropic import FakeAnthropic, _Script, system_text  # noqa: E402
+from bench.harness.inprocess import setup_django, without_background  # noqa: E402
+from bench.harness.texts import prose  # noqa: E402
+from support.fake_anthropic import FakeAnthropic  # noqa: E402
+from support.messages_api import system_text  # noqa: E402
+from support.scripts import Script  # noqa: E402
 
 READ_PRICE, WRITE_PRICE = 0.1, 1.25
 CONFIGS = {
@@ -78,15 +79,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def _prose(rng: random.Random, chars: int) -> str:
-    out, size = [], 0
-    while size < chars:
-        sentence = " ".join(rng.choices(WORDS, k=rng.randint(6, 18))).capitalize() + "."
-        out.append(sentence)
-        size += len(sentence) + 1
-    return " ".join(out)
-
-
 def script(seed: int, turns: int, tool_share: float) -> list[dict]:
     """The conversation, decided up front so every configuration runs the same one."""
     rng = random.Random(seed)
@@ -94,8 +86,8 @@ def script(seed: int, turns: int, tool_share: float) -> list[dict]:
     for n in range(1, turns + 1):
         plan.append(
             {
-                "user": f"Turn {n}. " + _prose(rng, rng.randint(80, 900)),
-                "reply": _prose(rng, rng.randint(250, 1500)),
+                "user": f"Turn {n}. " + prose(rng, rng.randint(80, 900), WORDS),
+                "reply": prose(rng, rng.randint(250, 1500), WORDS),
                 "tool": rng.random() < tool_share,
                 "query": " ".join(rng.choices(WORDS, k=3)),
             }
@@ -107,7 +99,8 @@ def run_one(args: argparse.Namespace) -> dict:
     """One configuration, in this process (`main` starts one process per configuration, since
     settings are read once)."""
     config = CONFIGS[args.config]
-    fake = BenchFake(script(args.seed, args.turns, args.tool_share)).start()
+    planned = PlannedConversation(script(args.seed, args.turns, args.tool_share))
+    fake = FakeAnthropic(planned, record=False).start()
     fake.cache.min_tokens = args.min_cache_tokens
     env = {
         "LLM_PROVIDER": "anthropic",
@@ -122,11 +115,11 @@ def run_one(args: argparse.Namespace) -> dict:
     _, tmp = setup_django(env, prefix="cache-bench-")
     try:
         started = time.perf_counter()
-        asyncio.run(_drive(fake, args.turns))
+        asyncio.run(_drive(planned.plan_of_turns, args.turns))
         from compaction.models import Compaction
 
         return {
-            "kinds": fake.kinds,
+            "kinds": planned.kinds,
             "counts": fake.counts,
             "compactions": Compaction.objects.filter(status="committed").count(),
             "seconds": time.perf_counter() - started,
@@ -137,19 +130,19 @@ def run_one(args: argparse.Namespace) -> dict:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-class BenchFake(FakeAnthropic):
-    """Answers from the planned conversation: a tool call first where the plan says so, a
-    well-formed summary for a summary request; notes which kind each request was."""
+class PlannedConversation:
+    """The fake server's planner (support/scripts.py): answers from the planned conversation, a
+    tool call first where the plan says so, a well-formed summary for a summary request; notes
+    which kind each request was."""
 
     def __init__(self, plan: list[dict]) -> None:
-        super().__init__()
-        self.plan = plan
+        self.plan_of_turns = plan
         self.turn = 0
         self.called = False
         self.kinds: list[str] = []
 
-    def _take(self, body: dict, headers: dict[str, str]) -> _Script:
-        from compaction.summarise import PREFIX_MARKER, SECTIONS, SYSTEM_PROMPT
+    def plan(self, body: dict) -> Script:
+        from compaction.prompt import PREFIX_MARKER, SECTIONS, SYSTEM_PROMPT
 
         last = body["messages"][-1]["content"][-1]
         if system_text(body) == SYSTEM_PROMPT or last.get("text", "").startswith(PREFIX_MARKER):
@@ -164,7 +157,7 @@ class BenchFake(FakeAnthropic):
             if last.get("type") != "tool_result":  # a new turn, not its next step
                 self.turn += 1
                 self.called = False
-            plan = self.plan[self.turn - 1]
+            plan = self.plan_of_turns[self.turn - 1]
             kind = "chat" if last.get("type") != "tool_result" else "tool step"
             if plan["tool"] and not self.called:
                 self.called = True
@@ -178,26 +171,26 @@ class BenchFake(FakeAnthropic):
             else:
                 chunks, stop, tools = [plan["reply"]], "end_turn", []
         self.kinds.append(kind)
-        script = _Script("reply", chunks, {"output_tokens": 1}, stop, tools=tools)
+        script = Script("reply", chunks, {"output_tokens": 1}, stop, tools=tools)
         script.counted = True
         return script
 
 
-async def _drive(fake: BenchFake, turns: int) -> None:
+async def _drive(plan: list[dict], turns: int) -> None:
     from django.contrib.auth import get_user_model
 
-    from chat import actions, engine
     from chat.models import Conversation
-    from tests.waiting import settle
+    from chat.turns import actions, engine
+    from support.waiting import settle
 
     without_background()
     user = await get_user_model().objects.acreate(username=f"cache-{uuid.uuid4().hex[:8]}")
     conversation = await Conversation.objects.acreate(
-        owner=user, model="claude-bench", system_prompt=_prose(random.Random(1), 1200)
+        owner=user, model="claude-bench", system_prompt=prose(random.Random(1), 1200, WORDS)
     )
     try:
         for n in range(turns):
-            claim = await actions.send(user, conversation.pk, fake.plan[n]["user"])
+            claim = await actions.send(user, conversation.pk, plan[n]["user"])
             if claim.step is not None:
                 engine.start(claim.step)
             await settle(conversation.pk, timeout=120)

@@ -2,7 +2,7 @@
 
 Run by hand (`make bench-recall`, or `.venv/bin/python bench/recall.py`); not a test.
 
-A long conversation is built through the real turn code (`chat.actions.send`, then the engine's
+A long conversation is built through the real turn code (`chat.turns.actions.send`, the engine's
 steps, as in `bench/sawtooth.py`) with the offline demo model answering and a small budget, so
 auto-compaction keeps folding the older turns into (rule-based) summaries. Early on, facts are
 planted among filler messages: each is one user message stating something exact (a port, a
@@ -35,8 +35,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # the checkout, not bench/
 
-from inprocess import setup_django, without_background  # noqa: E402
+from bench.harness.inprocess import setup_django, without_background  # noqa: E402
 
 TOP5_MIN = 0.95
 
@@ -149,8 +150,8 @@ def configure_django(args: argparse.Namespace) -> str | None:
 
 async def say(user, conversation_id: int, text: str) -> int:
     """One turn through the real code, run to its end (and its compaction); the reply's seq."""
-    from chat import actions, engine
-    from tests.waiting import settle
+    from chat.turns import actions, engine
+    from support.waiting import settle
 
     claim = await actions.send(user, conversation_id, text)
     if claim.step is not None:
@@ -161,10 +162,10 @@ async def say(user, conversation_id: int, text: str) -> int:
 
 async def drive(args, user, conversation) -> dict:
     from asgiref.sync import sync_to_async
-    from compaction.loading import load_window
 
-    from chat import engine
     from chat.models import Message
+    from chat.turns import engine
+    from chat.window import load_window
     from compaction.models import Compaction
     from search.messages import search
 

@@ -2,27 +2,32 @@
 
 Run by hand (`make bench`, or `.venv/bin/python bench/sawtooth.py --turns 300`); not a test.
 
-Each turn goes through the real code path, in one event loop as in the server: `chat.actions.send`
-(what the websocket's send does: store the message, claim its reply under the pre-send check,
-broadcast the bubble), then `chat.engine.start` on the claimed step, awaited until the engine has
-nothing left to do for the conversation (`tests.waiting.settle`): a compaction the pre-send check
-opened, the streamed reply, its save and broadcasts (to the in-memory channel layer, no
-listeners), the context panel, and the auto-compaction the policy opens after the reply. Only the
-model is fake: `providers.client_for` returns a wrapper around `tests.fakes.FakeClient`, which
+Each turn goes through the real code path, in one event loop as in the server:
+`chat.turns.actions.send` (what the websocket's send does: store the message, claim its reply
+under the pre-send check, broadcast the bubble), then `chat.turns.engine.start` on the claimed
+step, awaited until the engine has nothing left to do for the conversation
+(`support.waiting.settle`): a compaction the pre-send check opened, the streamed reply, its save
+and broadcasts (to the in-memory channel layer, no listeners), the context panel, and the
+auto-compaction the policy opens after the reply. Only the model is fake: a wrapper around
+`support.fake_model.FakeClient`, registered for every model (`providers.registry.register`), which
 reports `usage.input_tokens` as the app's own estimator over the exact window it was sent (there
 is no real API here, so token numbers are estimates, not a tokenizer's counts). The same client
 writes the summaries: a proper `<analysis>`/`<summary>` answer of bounded size.
 
-The "without compaction" series is the naive window: system prompt + every message so far, from
-the per-message token counts stored on the transcript rows.
+What each turn did is read from its results, not from inside the engine: the send's claim (a
+compaction, `chat.compactions.Opened`, ran before the reply), the compaction rows made during the
+turn, and where none was opened after the reply, the policy (`auto_compaction_due`) on the window
+the turn left: it must not be due.
 
-Database queries are counted per turn on every thread (`tests.queries.all_queries`: on
+The "without compaction" series is the naive window: system prompt + every message so far.
+
+Database queries are counted per turn on every thread (`support.queries.all_queries`: on
 PostgreSQL the engine works on database threads); a non-compaction turn late in the
 conversation must cost exactly as many queries as one early on (exit status 1 otherwise). The
-engine's process-wide heartbeat and sweep (`chat.engine._background`) is replaced by a
-coroutine that returns at once, as in tests/test_per_turn_cost.py: it runs a few queries every
-TURN_HEARTBEAT_SECONDS whatever the load, which is not a turn's cost and would land in whichever
-turn its timer happened to hit.
+engine's process-wide heartbeat and sweep are switched off on the runtime
+(`runtime.current().background = False`), as in tests/test_per_turn_cost.py: they run a few
+queries every TURN_HEARTBEAT_SECONDS whatever the load, which is not a turn's cost and would land
+in whichever turn its timer happened to hit.
 """
 
 from __future__ import annotations
@@ -38,13 +43,15 @@ import sys
 import time
 import uuid
 from collections import Counter
-from contextlib import aclosing
 from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # the checkout, not bench/
 
-from inprocess import setup_django, without_background  # noqa: E402
+from bench.harness.charts import ascii_chart, sparkline, write_png  # noqa: E402
+from bench.harness.inprocess import UsageModel, setup_django, without_background  # noqa: E402
+from bench.harness.texts import code, prose  # noqa: E402
 
 DEFAULT_PNG = ROOT / "bench" / "sawtooth.png"
 SYSTEM_PROMPT = (
@@ -52,8 +59,6 @@ SYSTEM_PROMPT = (
     "Answer precisely, show code when it helps, name files and functions, and say when you are "
     "unsure. Prefer small, reviewable changes and explain the reasons behind them."
 )
-CHART_WIDTH = 60
-CHART_HEIGHT = 10
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -110,125 +115,22 @@ ASKS = (
 )
 
 
-def _sentence(rng: random.Random, lo: int = 6, hi: int = 18) -> str:
-    words = rng.choices(WORDS, k=rng.randint(lo, hi))
-    return " ".join(words).capitalize() + "."
-
-
-def _prose(rng: random.Random, chars: int) -> str:
-    out: list[str] = []
-    size = 0
-    while size < chars:
-        s = _sentence(rng)
-        out.append(s)
-        size += len(s) + 1
-    return " ".join(out)
-
-
-def _code(rng: random.Random, chars: int) -> str:
-    lines: list[str] = ["```python"]
-    size = 0
-    n = 0
-    while size < chars:
-        name = f"{rng.choice(WORDS)}_{n}"
-        block = (
-            f"def {name}(request, pk):\n"
-            f"    obj = {rng.choice(WORDS).title()}.objects.get(pk=pk)\n"
-            f"    return render(request, '{rng.choice(WORDS)}.html', {{'obj': obj}})\n"
-        )
-        lines.append(block)
-        size += len(block)
-        n += 1
-    lines.append("```")
-    return "\n".join(lines)
-
-
 def user_text(rng: random.Random, turn: int) -> str:
     """Mostly short questions, some paragraphs, now and then a pasted block of code or a log."""
     roll = rng.random()
     ask = f"{rng.choice(ASKS)} the {rng.choice(WORDS)} {rng.choice(WORDS)}?"
     if roll < 0.65:
-        return f"{ask} {_prose(rng, rng.randint(20, 350))}"
+        return f"{ask} {prose(rng, rng.randint(20, 350), WORDS)}"
     if roll < 0.93:
-        return f"{ask}\n\n{_prose(rng, rng.randint(400, 1500))}"
-    return f"{ask} Here is the code (turn {turn}):\n\n{_code(rng, rng.randint(1500, 5000))}"
+        return f"{ask}\n\n{prose(rng, rng.randint(400, 1500), WORDS)}"
+    return f"{ask} Here is the code (turn {turn}):\n\n{code(rng, rng.randint(1500, 5000), WORDS)}"
 
 
 def reply_text(rng: random.Random) -> str:
-    text = _prose(rng, rng.randint(250, 1800))
+    text = prose(rng, rng.randint(250, 1800), WORDS)
     if rng.random() < 0.3:
-        text += "\n\n" + _code(rng, rng.randint(200, 900))
+        text += "\n\n" + code(rng, rng.randint(200, 900), WORDS)
     return text
-
-
-_USER_RE = re.compile(
-    r"User \(#(\d+)\):\n(.*?)(?=\n\n(?:User|Assistant) \(#|\n</transcript>)", re.S
-)
-
-
-def summary_text(request_text: str, sections: tuple[str, ...]) -> str:
-    """A well-formed model answer: <analysis> (discarded by the app), then a <summary> of about
-    1-2k characters whatever the length of the conversation, as a good summariser keeps it."""
-    users = [(int(seq), " ".join(body.split())) for seq, body in _USER_RE.findall(request_text)]
-    quoted = [f'- (#{seq}) "{body[:90]}"' for seq, body in users[-8:]]
-    fill = {
-        "Primary request and intent": "Maintain and improve the Django chat application.",
-        "Key technical concepts": "Django ORM, Channels websockets, htmx partials, compaction.",
-        "Files and code": "chat/engine.py, compaction/run.py, templates/chat/*.html.",
-        "Errors and fixes": "Discussed failing tests and their fixes; all resolved so far.",
-        "Problem solving": "Kept changes small; agreed on query counts that do not grow.",
-        "All user messages": "\n".join(quoted) or "- (none)",
-        "Pending tasks": "Finish the review of the latest change.",
-        "Current work": f"Answering the latest request (#{users[-1][0] if users else 0}).",
-        "Next step": f'Continue with: "{users[-1][1][:120] if users else ""}"',
-    }
-    body = "\n\n".join(f"## {name}\n{fill.get(name, '-')}" for name in sections)
-    return (
-        f"<analysis>Read {len(users)} user messages in order; noted requests and files."
-        f"</analysis>\n<summary>\n{body[:2000]}\n</summary>"
-    )
-
-
-class BenchModel:
-    """The fake model: tests.fakes.FakeClient answers (and computes usage); this only chooses the
-    words, tells chat replies from summary requests by their system prompt, and keeps each
-    request's reported usage."""
-
-    def __init__(self, seed: int) -> None:
-        from compaction import summarise
-        from tests.fakes import FakeClient
-
-        self._summarise = summarise
-        self.inner = FakeClient()
-        self.rng = random.Random(seed)
-        self.chat_usage: list = []  # providers.values.Usage of each reply request
-        self.summary_usage: list = []  # ... and of each summary request
-
-    def capabilities(self, model: str):
-        return self.inner.capabilities(model)
-
-    async def stream(self, request):
-        from providers.values import Final
-
-        is_summary = request.system == self._summarise.SYSTEM_PROMPT
-        if is_summary:
-            text = summary_text(_text_of(request.messages[-1]), self._summarise.SECTIONS)
-            chunks = [text]
-        else:
-            text = reply_text(self.rng)
-            step = max(1, len(text) // 8)  # a few deltas, each relayed like a real stream
-            chunks = [text[i : i + step] for i in range(0, len(text), step)]
-        self.inner.enqueue(chunks)
-        async with aclosing(self.inner.stream(request)) as events:
-            async for event in events:
-                if isinstance(event, Final):
-                    (self.summary_usage if is_summary else self.chat_usage).append(event.usage)
-                yield event
-        self.inner.calls.clear()  # the fake keeps a copy of every request: not needed here
-
-
-def _text_of(message: dict) -> str:
-    return "".join(b.get("text", "") for b in message["content"])
 
 
 # --- the run ------------------------------------------------------------------------------------
@@ -241,11 +143,12 @@ class TurnRecord:
     user_tokens: int = 0
     estimate: int = 0  # the claim's window estimate (WindowState.tokens) for the reply request
     sent: int = 0  # input tokens the fake model reported for the reply request
-    send_queries: int = 0  # chat.actions.send
+    send_queries: int = 0  # chat.turns.actions.send
     engine_queries: int = 0  # the engine's work for the turn, auto-compaction included
-    presend: bool = False  # must_compact_before_send said yes
-    auto: bool = False  # needs_auto_compaction said yes
-    compactions: list = field(default_factory=list)  # rows run, or refusal reasons
+    presend: bool = False  # the send's claim was a compaction: it ran before the reply
+    auto: bool = False  # an auto-compaction was opened after the reply
+    due_unopened: bool = False  # none was, but the policy says one is due after the turn
+    compactions: list = field(default_factory=list)  # the Compaction rows made in the turn
     ms: float = 0.0
     sql: list[str] = field(default_factory=list)
 
@@ -258,63 +161,61 @@ class TurnRecord:
         return self.presend or self.auto or bool(self.compactions)
 
 
-def install_spies(current: list[TurnRecord]) -> None:
-    """Record what the policy decided each turn and which compactions were opened and run, by
-    replacing the names the engine looks up. Pure Python wrappers: they add no queries."""
-    from chat import engine, queue
-    from compaction import run
+async def observe(turn: TurnRecord, claim, conversation_id: int, before_id: int) -> None:
+    """What the turn did, from its results: the claim's step, the compaction rows made during
+    it, and (none opened after the reply) whether the policy holds one due on the window now."""
+    from asgiref.sync import sync_to_async
+    from django.utils import timezone
 
-    must, needs = queue.must_compact_before_send, engine.needs_auto_compaction
-    open_locked, run_compaction = run.open_locked, run.run
+    from chat.compactions import Opened
+    from chat.models import Conversation
+    from chat.window import load_window
+    from compaction.models import Compaction
+    from compaction.policy import auto_compaction_due
 
-    def must_spy(*args):
-        # Asked when the message is sent, and again when the reply is claimed after a pre-send
-        # compaction: the turn compacted before its reply if any of them said yes.
-        result = must(*args)
-        current[0].presend |= result
-        return result
-
-    def needs_spy(*args):
-        current[0].auto = result = needs(*args)
-        return result
-
-    def open_spy(*args, **kwargs):
-        try:
-            return open_locked(*args, **kwargs)
-        except run.CompactionRefused as exc:
-            current[0].compactions.append(f"refused: {exc.reason}")
-            raise
-
-    async def run_spy(opened):
-        row = await run_compaction(opened)
-        current[0].compactions.append(row)
-        return row
-
-    queue.must_compact_before_send = must_spy
-    engine.needs_auto_compaction = needs_spy
-    run.open_locked = open_spy  # also what run.open_auto calls
-    run.run = run_spy
+    turn.presend = isinstance(claim.step, Opened)
+    presend_id = claim.step.row.pk if turn.presend else None
+    rows = Compaction.objects.filter(conversation_id=conversation_id, pk__gt=before_id)
+    turn.compactions = [r async for r in rows.order_by("pk")]
+    turn.auto = any(
+        r.trigger == Compaction.Trigger.AUTO and r.pk != presend_id for r in turn.compactions
+    )
+    if turn.auto:
+        return
+    conversation = await Conversation.objects.aget(pk=conversation_id)
+    state = await sync_to_async(load_window)(conversation)
+    drafts = Compaction.objects.filter(
+        conversation_id=conversation_id, status=Compaction.Status.DRAFT
+    )
+    turn.due_unopened = auto_compaction_due(
+        state.tokens,
+        state.budget,
+        state.boundary.post_tokens if state.boundary else None,
+        draft_waiting=await drafts.aexists(),
+        paused_until=conversation.auto_compact_paused_until,
+        now=timezone.now(),
+    )
 
 
 async def drive(
     args: argparse.Namespace, user, conversation
-) -> tuple[list[TurnRecord], BenchModel]:
+) -> tuple[list[TurnRecord], UsageModel]:
     """Every turn, sent and run to the end in this event loop, as the websocket would."""
-    import providers
-    from chat import actions, engine
-    from tests.queries import all_queries
-    from tests.waiting import settle
+    from chat.turns import actions, engine
+    from providers import registry
+    from support.queries import all_queries
+    from support.waiting import settle
 
-    model = BenchModel(args.seed + 1)
-    providers.client_for = lambda _model: model  # every reply and summary request comes here
+    replies = random.Random(args.seed + 1)
+    model = UsageModel(lambda: reply_text(replies))
+    registry.register(model)  # every model's replies and summaries come here
     without_background()
-    current = [TurnRecord(0)]
-    install_spies(current)
     rng = random.Random(args.seed)
     history: list[TurnRecord] = []
+    last_compaction = 0  # the newest compaction row's id: a new conversation has none
     try:
         for n in range(1, args.turns + 1):
-            turn = current[0] = TurnRecord(n)
+            turn = TurnRecord(n)
             text = user_text(rng, n)
             started = time.perf_counter()
             with all_queries() as seen:
@@ -330,6 +231,8 @@ async def drive(
             turn.user_seq, turn.user_tokens = claim.message.seq, claim.message.tokens
             # What the engine sends: the reply's window, or the one the pre-send compaction cuts.
             turn.estimate = claim.step.state.tokens
+            await observe(turn, claim, conversation.pk, last_compaction)
+            last_compaction = max([r.pk for r in turn.compactions], default=last_compaction)
             if len(model.chat_usage) != n:
                 raise SystemExit(
                     f"turn {n}: expected one reply request, saw {len(model.chat_usage)} in all"
@@ -341,11 +244,11 @@ async def drive(
     return history, model
 
 
-def run(args: argparse.Namespace) -> tuple[list[TurnRecord], BenchModel, object, object]:
-    from compaction.loading import budget_for
+def run(args: argparse.Namespace) -> tuple[list[TurnRecord], UsageModel, object, object]:
     from django.contrib.auth import get_user_model
 
     from chat.models import Conversation
+    from compaction.state import budget_for
 
     user = get_user_model().objects.create_user(
         f"bench-{uuid.uuid4().hex[:8]}", password=uuid.uuid4().hex
@@ -359,7 +262,7 @@ def run(args: argparse.Namespace) -> tuple[list[TurnRecord], BenchModel, object,
 
 def naive_series(conversation, history: list[TurnRecord]) -> list[int]:
     """Tokens each request would carry if the whole transcript were sent every turn."""
-    from compaction.tokens import estimate_text
+    from providers.tokens import estimate_text
 
     rows = list(conversation.messages.order_by("seq").values_list("seq", "tokens"))
     head = estimate_text(conversation.system_prompt)
@@ -372,72 +275,6 @@ def naive_series(conversation, history: list[TurnRecord]) -> list[int]:
 
 
 # --- printing -----------------------------------------------------------------------------------
-
-SPARKS = "▁▂▃▄▅▆▇█"
-
-
-def bins(values: list[int], width: int) -> list[list[int]]:
-    """Indices of `values` split into at most `width` consecutive, nearly equal groups."""
-    n = len(values)
-    width = min(width, n)
-    return [list(range(i * n // width, (i + 1) * n // width)) for i in range(width)]
-
-
-def sparkline(values: list[int], top: int, width: int = CHART_WIDTH) -> str:
-    out = []
-    for group in bins(values, width):
-        v = max(values[i] for i in group)
-        out.append(SPARKS[min(len(SPARKS) - 1, int(v / top * len(SPARKS)))] if v < top else "!")
-    return "".join(out)
-
-
-def ascii_chart(
-    with_c: list[int], naive: list[int], marks: set[int], budget: int, threshold: int
-) -> list[str]:
-    """Rows of the sawtooth (█, max per column) against the budget; · is the naive window,
-    ↑ where it is above the budget; ^ marks columns holding a compaction."""
-    groups = bins(with_c, CHART_WIDTH)
-    peaks = [max(with_c[i] for i in g) for g in groups]
-    naive_peaks = [max(naive[i] for i in g) for g in groups]
-    step = budget / CHART_HEIGHT
-    lines = []
-    for r in range(CHART_HEIGHT, 0, -1):
-        lo, hi = step * (r - 1), step * r
-        cells = []
-        for v, nv in zip(peaks, naive_peaks, strict=True):
-            if v >= hi:
-                cells.append("█")
-            elif v >= lo + step / 2:
-                cells.append("▄")
-            elif r == CHART_HEIGHT and nv > budget:
-                cells.append("↑")
-            elif lo <= nv < hi:
-                cells.append("·")
-            elif lo <= threshold < hi:
-                cells.append("-")
-            else:
-                cells.append(" ")
-        label = ""
-        if r == CHART_HEIGHT:
-            label = "  budget"
-        elif lo <= threshold < hi:
-            label = f"  auto threshold {threshold:,} (bottom of this row)"
-        lines.append(f"{hi:>8,.0f} |{''.join(cells)}|{label}")
-    lines.append(f"{0:>8} +{'-' * len(groups)}+")
-    lines.append(
-        " " * 10
-        + "".join("^" if any(i + 1 in marks for i in g) else " " for g in groups)
-        + "  ^ compaction"
-    )
-    last = len(with_c)
-    axis = f"turn 1{' ' * max(1, len(groups) - len('turn 1') - len(str(last)))}{last}"
-    lines.append(" " * 10 + axis)
-    per = len(with_c) / len(groups)
-    lines.append(
-        f"          █ with compaction (peak of each column, {per:.0f} turn(s) per column)  "
-        "· naive  ↑ naive above the budget"
-    )
-    return lines
 
 
 def first_over(values: list[int], limit: int) -> int | None:
@@ -469,7 +306,7 @@ def report(args, history, model, conversation, budget) -> int:
     marks = {t.n for t in history if t.compactions}
     rows = list(Compaction.objects.filter(conversation=conversation).order_by("id"))
     committed = [r for r in rows if r.status == Compaction.Status.COMMITTED]
-    turn_of = {r.pk: t.n for t in history for r in t.compactions if hasattr(r, "pk")}
+    turn_of = {r.pk: t.n for t in history for r in t.compactions}
     problems: list[str] = []
     unfinished = Counter(
         conversation.messages.filter(role=Message.Role.ASSISTANT)
@@ -479,7 +316,10 @@ def report(args, history, model, conversation, budget) -> int:
     if unfinished:
         problems.append(f"replies not complete: {dict(unfinished)}")
 
-    print(f"Sawtooth bench: {len(history)} turns through chat.actions.send and chat.engine")
+    print(
+        f"Sawtooth bench: {len(history)} turns through chat.turns.actions.send and "
+        "chat.turns.engine"
+    )
     print(
         f"  budget {budget.total:,} tokens, auto-compaction at {budget.auto_at:.0%} "
         f"({budget.threshold:,}), kept tail {budget.keep_tokens:,}, reply reserve "
@@ -487,7 +327,7 @@ def report(args, history, model, conversation, budget) -> int:
     )
     print(f"  database: {args.database_url}")
     print(
-        "  model: a fake (tests.fakes.FakeClient). There is no real API: each reply's "
+        "  model: a fake (support.fake_model.FakeClient). There is no real API: each reply's "
         "usage.input_tokens is the app's own estimator over the exact window sent "
         f"({model.inner.__class__.__name__}, ~3 chars/token), so all numbers are estimates."
     )
@@ -524,11 +364,8 @@ def report(args, history, model, conversation, budget) -> int:
     if presend:
         print(f"  pre-send compactions (before the turn's reply) at turns: {presend}")
     for t in history:
-        refused = [c for c in t.compactions if isinstance(c, str)]
-        if refused:
-            problems.append(f"turn {t.n}: a compaction was wanted but {'; '.join(refused)}")
-        elif t.auto and not t.compactions:
-            problems.append(f"turn {t.n}: auto-compaction wanted but none was opened")
+        if t.due_unopened:
+            problems.append(f"turn {t.n}: auto-compaction due after the reply but none was opened")
     # Does the window really drop, and by what post_tokens says?
     post_errors = []
     by_n = {t.n: t for t in history}
@@ -635,64 +472,6 @@ def report(args, history, model, conversation, budget) -> int:
         return 1
     print("All checks passed.")
     return 0
-
-
-def write_png(path: Path, sent, naive, peaks: dict[int, int], budget, wall) -> None:
-    """Two panels: the whole picture (the naive line runs away), and zoomed to the budget."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import FuncFormatter
-
-    x = list(range(1, len(sent) + 1))
-    fig, (full, zoom) = plt.subplots(
-        2, 1, figsize=(11, 8), sharex=True, gridspec_kw={"height_ratios": [1, 1.6]}
-    )
-    for ax in (full, zoom):
-        ax.plot(x, naive, color="tab:gray", lw=1.4, label="without compaction (whole transcript)")
-        ax.plot(x, sent, color="tab:blue", lw=1.2, label="with compaction (window sent)")
-        ax.axhline(budget.total, color="tab:red", lw=1, label=f"budget {budget.total:,}")
-        ax.axhline(
-            budget.threshold,
-            color="tab:orange",
-            lw=1,
-            ls="--",
-            label=f"auto threshold {budget.threshold:,}",
-        )
-        ax.grid(alpha=0.25)
-        ax.set_ylabel("input tokens per turn")
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
-    if wall:
-        zoom.axvline(wall, color="tab:red", ls=":", lw=1)
-        zoom.annotate(
-            f"naive window passes the budget at turn {wall}",
-            (wall, budget.total * 1.07),
-            xytext=(6, 0),
-            textcoords="offset points",
-            color="tab:red",
-            fontsize=8,
-            va="center",
-        )
-    marked = sorted(peaks)
-    zoom.scatter(
-        marked,
-        [peaks[n] for n in marked],
-        marker="v",
-        color="tab:green",
-        zorder=3,
-        label="compaction after the turn's reply (at its pre_tokens)",
-    )
-    zoom.set_ylim(0, budget.total * 1.15)
-    full.set_title(f"Window tokens per turn over {len(sent)} turns (fake model, estimated tokens)")
-    zoom.set_title("Zoomed to the budget: the sawtooth", fontsize=10)
-    zoom.set_xlabel("turn")
-    handles, labels = zoom.get_legend_handles_labels()
-    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=8, frameon=False)
-    fig.tight_layout(rect=(0, 0.06, 1, 1))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,13 +4,16 @@ Run by hand (`.venv/bin/python bench/turn_cpu.py`, `--help` for the flags); not 
 
 `bench/load.py` says how far the app is from a bare relay under load; this says where the
 difference goes, without the load's noise. Both halves run in this process, one after the other,
-against `tests/fake_anthropic.py` (its own process, every reply the same `--words` words at once):
+against `support/fake_anthropic.py` (its own process, every reply the same `--words` words at
+once):
 
 - the reference: `bench/relay.py`'s consumer, which relays the provider's stream (the official
   SDK, the conversation so far as the request) and does nothing else;
 - the app: the real websocket consumer, engine, database (SQLite, a fresh file) and SDK, with the
-  share spent in its database calls (`chat.db.run`: the send's transaction and the reply's
-  close; on SQLite they run on the event loop's thread) counted apart.
+  share spent in its database calls (the functions it hands `core.db.run`: the send's
+  transaction, the reply's close; on SQLite they run on the database thread while the event
+  loop waits) counted apart. They are timed on the thread running them, from each call's start
+  to its return, watched with `sys.monitoring` (PEP 669): nothing of the app is replaced.
 
 Both are driven through the same channels test communicator (standing in for the browser), so
 its small cost is in both figures.
@@ -26,15 +29,18 @@ import argparse
 import asyncio
 import json
 import re
-import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
 
-from inprocess import setup_django, without_background  # noqa: E402 - bench/ is on the path
-
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # the checkout, not bench/
+
+from bench.harness import processes  # noqa: E402
+from bench.harness.inprocess import setup_django, without_background  # noqa: E402
+
 MODEL = "claude-bench"
 SYSTEM = "Be brief."  # as bench/relay.py
 FINISHED = re.compile(
@@ -83,7 +89,8 @@ async def turns(connect, args: argparse.Namespace) -> float:
 async def relay(args: argparse.Namespace) -> float:
     """The reference: bench/relay.py's consumer over the same test sockets."""
     from channels.testing import WebsocketCommunicator
-    from relay import RelayConsumer
+
+    from bench.relay import RelayConsumer
 
     async def connect():
         socket = WebsocketCommunicator(RelayConsumer.as_asgi(), "/ws/conversations/1/")
@@ -93,6 +100,64 @@ async def relay(args: argparse.Namespace) -> float:
     return await turns(connect, args)
 
 
+class DatabaseCalls:
+    """CPU seconds in the app's database calls, by function, while in use (`with`).
+
+    Watched with `sys.monitoring` (PEP 669), which observes code without replacing any: when
+    `core.db.run` starts, the function it was handed is noted, and from then on that function's
+    starts and returns are events; each call made by core/db.py (the outermost, not one nested
+    in another function) is timed on its own thread's CPU clock, from its start to its return
+    (a call that raised is not counted)."""
+
+    def __init__(self) -> None:
+        from core import db
+
+        self.seconds: Counter[str] = Counter()
+        self.run_code = db.run.__code__
+        self.db_file = self.run_code.co_filename
+        self.watched: dict = {}  # code -> names of the functions handed to db.run with it
+        self.started = threading.local()  # this thread's call: (its frame, when it started)
+        self.tool = sys.monitoring.PROFILER_ID
+
+    def __enter__(self) -> DatabaseCalls:
+        events = sys.monitoring.events
+        sys.monitoring.use_tool_id(self.tool, "bench/turn_cpu.py")
+        sys.monitoring.register_callback(self.tool, events.PY_START, self.on_start)
+        sys.monitoring.register_callback(self.tool, events.PY_RETURN, self.on_return)
+        sys.monitoring.set_local_events(self.tool, self.run_code, events.PY_START)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        sys.monitoring.set_local_events(self.tool, self.run_code, 0)
+        for code in self.watched:
+            sys.monitoring.set_local_events(self.tool, code, 0)
+        sys.monitoring.free_tool_id(self.tool)
+
+    def on_start(self, code, offset: int) -> None:
+        frame = sys._getframe(1)  # the frame starting: db.run's, or a database call's
+        if code is self.run_code:
+            function = frame.f_locals.get("function")
+            function = getattr(function, "func", function)
+            target = getattr(function, "__code__", None)
+            if target is not None and target not in self.watched:
+                events = sys.monitoring.events
+                sys.monitoring.set_local_events(
+                    self.tool, target, events.PY_START | events.PY_RETURN
+                )
+            if target is not None:
+                # A manager's methods share one code object: named by the methods seen.
+                self.watched.setdefault(target, set()).add(function.__name__)
+        elif frame.f_back is not None and frame.f_back.f_code.co_filename == self.db_file:
+            self.started.call = (frame, time.thread_time())
+
+    def on_return(self, code, offset: int, value) -> None:
+        call = getattr(self.started, "call", None)
+        if call is not None and call[0] is sys._getframe(1):
+            self.started.call = None
+            name = "/".join(sorted(self.watched.get(code) or {code.co_name}))
+            self.seconds[name] += time.thread_time() - call[1]
+
+
 async def app(args: argparse.Namespace) -> tuple[float, dict[str, float]]:
     """The app's CPU seconds per turn, and per turn in its database calls by function."""
     from asgiref.sync import sync_to_async
@@ -100,21 +165,10 @@ async def app(args: argparse.Namespace) -> tuple[float, dict[str, float]]:
     from channels.testing import WebsocketCommunicator
     from django.contrib.auth import get_user_model
 
-    from chat import db
     from chat.models import Conversation
     from config.asgi import websocket_urlpatterns
 
-    in_calls: Counter[str] = Counter()
-    call = db._call
-
-    def timed(function):
-        started = time.thread_time()
-        try:
-            return call(function)
-        finally:
-            in_calls[getattr(function, "func", function).__name__] += time.thread_time() - started
-
-    db._call = timed
+    calls = DatabaseCalls()
     user = await sync_to_async(get_user_model().objects.create_user)("bench", password="bench")
 
     async def connect():
@@ -128,23 +182,19 @@ async def app(args: argparse.Namespace) -> tuple[float, dict[str, float]]:
         await socket.connect()
         return socket
 
-    per_turn = await turns(connect, args)
+    with calls:
+        per_turn = await turns(connect, args)
     # Every turn's database work, warm-up turns included: divided by all of them.
     every = args.conversations * args.turns
-    return per_turn, {name: seconds / every for name, seconds in in_calls.items()}
+    return per_turn, {name: seconds / every for name, seconds in calls.seconds.items()}
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    provider = subprocess.Popen(
-        [sys.executable, "-m", "tests.fake_anthropic", "--port", "0", "--words", str(args.words)]
-        + ["--stream-seconds", str(args.stream_seconds)],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        text=True,
+    provider, url = processes.start_provider(
+        ["--port", "0", "--words", str(args.words), "--stream-seconds", str(args.stream_seconds)]
     )
     try:
-        url = provider.stdout.readline().strip()
         setup_django(
             {
                 "DJANGO_DEBUG": "false",
@@ -161,8 +211,7 @@ def main(argv: list[str] | None = None) -> int:
         reference = asyncio.run(relay(args))
         turn, calls = asyncio.run(app(args))
     finally:
-        provider.terminate()
-        provider.wait()
+        processes.stop(provider)
     measured = args.conversations * (args.turns - args.warm)
     print(
         f"{measured} turns ({args.conversations} conversations, turns {args.warm + 1} to "

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 
 import pytest
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 
-from tests.fake_anthropic import fake_anthropic  # noqa: F401
-from tests.fakes import FakeClient
+from support.fake_anthropic import FakeAnthropic
+from support.fake_model import FakeClient
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -61,6 +62,22 @@ def fake_llm(fresh_runtime):
     client = FakeClient()
     registry.register(client)
     return client
+
+
+@pytest.fixture
+def fake_anthropic(settings) -> Iterator[FakeAnthropic]:
+    """A running fake Anthropic server (support/fake_anthropic.py), scripted by the test, with
+    settings pointing the app's Anthropic client at it."""
+    server = FakeAnthropic().start()
+    settings.LLM_PROVIDER = "anthropic"
+    settings.ANTHROPIC_BASE_URL = server.url
+    settings.ANTHROPIC_API_KEY = "test-key"
+    settings.LLM_MAX_RETRIES = 0
+    settings.LLM_TIMEOUT_SECONDS = 5
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture

@@ -1,5 +1,6 @@
 """Real server processes for tests: uvicorn serving the app on the test database, and a
-websocket client that logs in with a session cookie, as a browser tab would."""
+websocket client that logs in with a session cookie (support.servers.session_for), as a browser
+tab would."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -17,13 +17,9 @@ from pathlib import Path
 from django.conf import settings
 from django.db import connection
 
+from support.servers import free_port, listening
+
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def database_url() -> str:
@@ -77,11 +73,9 @@ class Server:
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"the server exited at start:\n{self.output()}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    return self
-            except OSError:
-                time.sleep(0.1)
+            if listening(self.port):
+                return self
+            time.sleep(0.1)
         raise RuntimeError(f"the server did not start in {timeout} s:\n{self.output()}")
 
     def signal(self, sig: int = signal.SIGKILL, timeout: float = 30) -> None:
@@ -140,17 +134,6 @@ class Tab:
     async def close(self) -> None:
         if self.socket is not None:
             await self.socket.close()
-
-
-def session_for(user) -> str:
-    from django.contrib.sessions.backends.db import SessionStore
-
-    session = SessionStore()
-    session["_auth_user_id"] = str(user.pk)
-    session["_auth_user_backend"] = "django.contrib.auth.backends.ModelBackend"
-    session["_auth_user_hash"] = user.get_session_auth_hash()
-    session.create()
-    return session.session_key
 
 
 async def wait_for(check, *, timeout: float, every: float = 0.2):

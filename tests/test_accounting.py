@@ -11,10 +11,10 @@ from chat.models import Message
 from chat.window import load_window
 from compaction.models import Compaction
 from providers.tokens import estimate_request
+from support.fake_model import OMIT
+from support.waiting import settle
 from tests.conftest import receive_until, shows, socket_for
-from tests.fakes import OMIT
 from tests.transcripts import add_turns
-from tests.waiting import settle
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("channel_layer")]
 

@@ -8,8 +8,8 @@ import pytest
 
 from chat.models import Message
 from compaction.models import Compaction
+from support.waiting import settle
 from tests.conftest import receive_until, socket_for
-from tests.waiting import settle
 
 REPLY_DONE = lambda f: 'hx-swap-oob="outerHTML"' in f and "message assistant" in f  # noqa: E731
 

@@ -13,9 +13,9 @@ import pytest
 from chat.models import Message
 from compaction.models import Compaction
 from providers.caching import EPHEMERAL, with_breakpoints
+from support.messages_api import breakpoints, stripped, system_text
+from support.waiting import settle
 from tests.conftest import receive_until, shows, socket_for
-from tests.fake_anthropic import breakpoints, stripped, system_text
-from tests.waiting import settle
 
 SUMMARY_PAIR = [
     {"role": "user", "content": [{"type": "text", "text": "summary"}]},
@@ -139,7 +139,7 @@ async def test_a_summary_request_marks_only_its_fixed_instructions(
 
 
 def test_the_local_server_refuses_what_the_api_refuses():
-    from tests.fake_anthropic import CacheRuleError, PromptCache
+    from support.messages_api import CacheRuleError, PromptCache
 
     cache = PromptCache()
     five = [{"type": "text", "text": f"b{i}", "cache_control": EPHEMERAL} for i in range(5)]

@@ -11,8 +11,8 @@ import pytest
 from chat.models import Conversation, Message
 from compaction.models import Compaction
 from core.clean import FIELDS, scrubbed
+from support.waiting import settle
 from tests.conftest import receive_until, shows, socket_for
-from tests.waiting import settle
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("channel_layer")]
 

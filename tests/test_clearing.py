@@ -13,8 +13,8 @@ from compaction.clearing import CLEARED_PREFIX, clear_entry, plan
 from compaction.entries import Entry
 from compaction.models import Compaction
 from providers.tokens import estimate_content
+from support.waiting import settle
 from tests.conftest import receive_until, shows, socket_for
-from tests.waiting import settle
 
 BIG = "log line with details\n" * 150  # 3,300 characters: about 1,100 estimated tokens
 

@@ -20,8 +20,8 @@ from compaction.window import SUMMARY_INTRO
 from core import db, runtime
 from core.errors import ActionError
 from providers import registry
-from tests.fake_anthropic import system_text
-from tests.fakes import FakeClient
+from support.fake_model import FakeClient
+from support.messages_api import system_text
 from tests.transcripts import add_turns, snapshot
 
 pytestmark = pytest.mark.django_db(transaction=True)

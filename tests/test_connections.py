@@ -11,7 +11,8 @@ from asgiref.sync import sync_to_async
 from django.db import connection
 
 from chat.models import Conversation
-from tests.servers import Server, session_for
+from support.servers import session_for
+from tests.servers import Server
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

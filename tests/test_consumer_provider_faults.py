@@ -7,9 +7,9 @@ import json
 import pytest
 
 from chat.models import Message
+from support.messages_api import system_text
+from support.waiting import settle
 from tests.conftest import receive_until, socket_for
-from tests.fake_anthropic import system_text
-from tests.waiting import settle
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("channel_layer")]
 

@@ -10,8 +10,8 @@ import pytest
 
 from chat.models import Message
 from core import layers, runtime
+from support.waiting import settle
 from tests.conftest import receive_until, shows, socket_for
-from tests.waiting import settle
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("channel_layer")]
 

@@ -15,10 +15,10 @@ from chat.render.meter import spend_shown
 from config.env import env_prices
 from providers.prices import cost, price_of
 from providers.values import Usage
+from support.fake_model import OMIT
+from support.waiting import settle
 from tests.conftest import receive_until, socket_for
-from tests.fakes import OMIT
 from tests.transcripts import committed_boundary
-from tests.waiting import settle
 
 pytestmark = pytest.mark.django_db
 

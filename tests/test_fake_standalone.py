@@ -1,27 +1,25 @@
-"""The benchmarks' model server (`python -m tests.fake_anthropic`): connections as the API's,
+"""The benchmarks' model server (`python -m support.fake_anthropic`): connections as the API's,
 kept for the next request, so a load run measures the servers and not a connect per reply."""
 
 from __future__ import annotations
 
 import http.client
 import json
-import threading
 
 import pytest
 
-from tests.fake_anthropic import _Handler, _Standalone, _StandaloneServer, standalone_chunks
+from support.fake_anthropic import FakeAnthropic
+from support.scripts import SameReply, standalone_chunks
 
 
 @pytest.fixture
 def standalone():
-    server = _StandaloneServer(("127.0.0.1", 0), _Handler)
-    server.fake = _Standalone(standalone_chunks(3))
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
-    yield server.server_address
-    server.shutdown()
-    server.server_close()
-    thread.join()
+    # As `python -m support.fake_anthropic` serves it: the same reply, connections kept.
+    fake = FakeAnthropic(
+        SameReply(standalone_chunks(3)), cache=False, record=False, keep_alive=True
+    ).start()
+    yield fake.address
+    fake.stop()
 
 
 def _stream(connection: http.client.HTTPConnection) -> str:

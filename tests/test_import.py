@@ -10,7 +10,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 
 from chat.models import Conversation, Message
 from chat.window import load_window
-from tests.fake_anthropic import invalid_request
+from support.messages_api import invalid_request
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -163,8 +163,8 @@ def test_import_needs_a_login_a_file_and_a_small_enough_one(client, alice, setti
 async def test_a_long_import_compacts_before_its_first_request(
     async_client, alice, fake_anthropic, settings
 ):
+    from support.waiting import settle
     from tests.conftest import receive_until, shows, socket_for
-    from tests.waiting import settle
 
     settings.CONTEXT_BUDGET_TOKENS = 3000
     words = " ".join(f"word{i}" for i in range(300))

@@ -3,8 +3,9 @@ itself (every import statement, at any depth), so a new upward import fails here
 
     web -> render -> turns -> tools -> search -> chat (domain) -> compaction -> providers -> core
 
-A room may import its own modules and any room below it, never one above. Migrations are
-history and are left out; a compaction boundary's foreign key names its conversation by string
+A room may import its own modules and any room below it, never one above; test and bench
+support (`support/`, `tests/`, `bench/`) sit above them all. Migrations are history and are left
+out; a compaction boundary's foreign key names its conversation by string
 ("chat.Conversation"), which is no import.
 """
 
@@ -29,6 +30,10 @@ ROOMS = [
     "chat.render",
     "chat.web",
     "config",
+    # What only tests and benchmarks may import: the application never does.
+    "support",
+    "tests",
+    "bench",
 ]
 RANK = {room: rank for rank, room in enumerate(ROOMS)}
 PACKAGES = ("core", "providers", "compaction", "chat", "search", "tools", "config")

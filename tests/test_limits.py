@@ -16,8 +16,8 @@ from chat import limits
 from chat.models import Conversation, Message
 from chat.turns import actions
 from core.errors import ActionError
+from support.waiting import settle
 from tests.conftest import receive_until, socket_for
-from tests.waiting import settle
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -139,7 +139,8 @@ def test_sign_ups_are_limited_per_address(client, django_user_model, settings):
 
 @pytest.mark.skipif(not settings.REDIS_URL, reason="several processes need Redis")
 async def test_the_limits_hold_across_server_processes(alice, fake_anthropic):
-    from tests.servers import Server, Tab, session_for
+    from support.servers import session_for
+    from tests.servers import Server, Tab
 
     env = {"SENDS_PER_MINUTE": "2"}
     first = Server(fake_anthropic.url, **env).start()

@@ -12,8 +12,8 @@ from django.core.exceptions import ImproperlyConfigured
 
 from chat.models import Conversation, Message
 from config.env import env_mcp_servers
+from support.waiting import settle
 from tests.conftest import receive_until, shows, socket_for
-from tests.waiting import settle
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("channel_layer")]
 

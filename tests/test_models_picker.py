@@ -13,10 +13,10 @@ from chat.models import Conversation
 from compaction.models import Compaction
 from compaction.state import budget_for
 from providers import registry
+from support.waiting import settle
 from tests.conftest import receive_until, socket_for
 from tests.test_settings import load_settings
 from tests.transcripts import add_turns
-from tests.waiting import settle
 
 SMALL = {"id": "small-model", "label": "Small model", "context": 2_000}
 BIG = {"id": "big-model", "label": "Big model", "context": 8_000}

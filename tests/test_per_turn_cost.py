@@ -13,10 +13,10 @@ from django.test.utils import CaptureQueriesContext
 from chat.models import Conversation
 from chat.window import load_window
 from compaction.models import Compaction
+from support.queries import all_queries
+from support.waiting import settle
 from tests.conftest import receive_until, socket_for
-from tests.queries import all_queries
 from tests.transcripts import add_turns
-from tests.waiting import settle
 
 FINISHED = re.compile(r'<article id="msg-\d+" class="message assistant[^>]*data-status="complete"')
 

@@ -15,9 +15,9 @@ from chat.models import Conversation, Message
 from chat.turns import engine, liveness
 from chat.turns.recovery import orphaned_queues
 from compaction.models import Compaction
+from support.waiting import settle
 from tests.conftest import receive_until, shows, socket_for
 from tests.transcripts import add_turns
-from tests.waiting import settle
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("channel_layer")]
 

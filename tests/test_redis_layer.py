@@ -12,8 +12,8 @@ import json
 import pytest
 from django.conf import settings
 
+from support.waiting import settle
 from tests.conftest import receive_until, shows, socket_for
-from tests.waiting import settle
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),

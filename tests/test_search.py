@@ -16,9 +16,9 @@ from chat.search_index import MARK_CLOSE, MARK_OPEN, searchable_text
 from chat.transcript import trees
 from search.messages import search
 from search.query import parse
+from support.waiting import settle
 from tests.conftest import receive_until, socket_for
 from tests.transcripts import committed_boundary
-from tests.waiting import settle
 from tools import recall
 from tools.values import Context, ToolError
 

@@ -16,8 +16,9 @@ from django.conf import settings
 
 from chat.models import Conversation, Message
 from compaction.models import Compaction
+from support.servers import session_for
 from tests.conftest import shows
-from tests.servers import Server, Tab, session_for, wait_for
+from tests.servers import Server, Tab, wait_for
 from tests.transcripts import add_turns
 
 pytestmark = pytest.mark.django_db(transaction=True)

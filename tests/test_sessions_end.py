@@ -136,7 +136,8 @@ async def test_logging_out_closes_the_users_sockets_in_every_process(alice, bob,
     from websockets.exceptions import ConnectionClosed, InvalidStatus
 
     from chat.models import Conversation
-    from tests.servers import Server, Tab, session_for
+    from support.servers import session_for
+    from tests.servers import Server, Tab
 
     first, second = Server(fake_anthropic.url).start(), Server(fake_anthropic.url).start()
     try:

@@ -355,12 +355,10 @@ def test_the_sidebar_has_no_inline_script_handler_or_style(client, alice):
 
 
 @pytest.fixture
-def thousands(alice, bob, monkeypatch):
+def thousands(alice, bob):
     """3,000 of alice's conversations, three to each instant (ties the id must break), two hours
     apart: every heading has some. Seven are pinned, some archived, some deleted; bob has his
     own. Returns alice's listed ids in the order the sidebar must show them."""
-    field = Conversation._meta.get_field("updated_at")
-    monkeypatch.setattr(field, "auto_now", False)  # the rows keep the times given here
     now = timezone.now()
     rows = []
     for i in range(3000):
@@ -378,7 +376,11 @@ def thousands(alice, bob, monkeypatch):
     rows += [
         Conversation(owner=bob, model="m", title=f"Bob {i}", updated_at=now) for i in range(50)
     ]
-    Conversation.objects.bulk_create(rows, batch_size=500)
+    times = [row.updated_at for row in rows]
+    Conversation.objects.bulk_create(rows, batch_size=500)  # updated_at is auto_now: set to now
+    for row, at in zip(rows, times, strict=True):
+        row.updated_at = at
+    Conversation.objects.bulk_update(rows, ["updated_at"], batch_size=500)  # the times given here
     listed = Conversation.objects.filter(
         owner=alice, deleted_at__isnull=True, archived_at__isnull=True
     )

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
+from pathlib import Path
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -14,9 +16,9 @@ from chat.models import Message
 from chat.window import load_window
 from providers.tokens import MESSAGE_OVERHEAD
 from providers.usage_columns import COLUMNS
+from support.messages_api import stripped, system_text
+from support.waiting import settle
 from tests.conftest import receive_until, shows, socket_for
-from tests.fake_anthropic import stripped, system_text
-from tests.waiting import settle
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("channel_layer")]
 
@@ -185,29 +187,22 @@ async def test_stop_during_a_later_step_keeps_every_step_and_the_text_so_far(
 
 
 async def test_stop_while_a_tool_runs_answers_the_call_not_run(
-    alice, conversation, fake_anthropic, monkeypatch
+    alice, conversation, fake_anthropic, settings, tmp_path
 ):
-    from tools import registry
+    # A tool that takes its time: a real MCP server's (tests/slow_mcp_server.py), which says it
+    # has started by creating a file.
+    server = Path(__file__).with_name("slow_mcp_server.py")
+    settings.MCP_SERVERS = {"slow": {"command": sys.executable, "args": [str(server)]}}
+    settings.MCP_TIMEOUT_SECONDS = 30
+    started = tmp_path / "started"
 
-    started = asyncio.Event()
-
-    async def slow(context, arguments):
-        started.set()
-        await asyncio.sleep(30)
-
-    real_run = registry.run
-
-    async def run(call, context, box):
-        if call["name"] == "search_history":
-            await slow(context, call["input"])
-        return await real_run(call, context, box)
-
-    monkeypatch.setattr(registry, "run", run)
-    fake_anthropic.enqueue_tool_calls([], [("toolu_1", "search_history", {"query": "x"})])
+    fake_anthropic.enqueue_tool_calls([], [("toolu_1", "slow__wait", {"started": str(started)})])
     ws = socket_for(alice, conversation.pk)
     await ws.connect()
     await ws.send_to(text_data=send("slow tool"))
-    await asyncio.wait_for(started.wait(), 10)
+    async with asyncio.timeout(30):
+        while not started.exists():  # the MCP server, another process, creates it
+            await asyncio.sleep(0.05)
     await ws.send_to(text_data=json.dumps({"action": "stop"}))
     await receive_until(ws, shows(2, "interrupted"), timeout=10)
     await settle(conversation.pk)

@@ -13,9 +13,9 @@ from chat.models import Conversation, Message
 from chat.state import read_state
 from chat.window import load_window
 from compaction.models import Compaction
+from support.waiting import settle
 from tests.conftest import frame, receive_until, shows, socket_for
 from tests.transcripts import committed_boundary
-from tests.waiting import settle
 
 # --- the plain functions ---------------------------------------------------------------------
 

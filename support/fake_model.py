@@ -1,4 +1,6 @@
-"""The one in-process fake model for fast tests (no HTTP, no SDK).
+"""The one in-process fake model for fast tests and in-process benches (no HTTP, no SDK),
+registered as a provider is: `providers.registry.register(client)` (for every model), or
+`register(client, "model-name")`.
 
 client = FakeClient()
 client.enqueue(["Hel", "lo"])

@@ -1,4 +1,4 @@
-"""Waiting for the turn engine in tests: by its tasks, never by sleeping."""
+"""Waiting for the turn engine in tests and in-process benches: by its tasks, never by sleeping."""
 
 from __future__ import annotations
 

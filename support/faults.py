@@ -1,23 +1,21 @@
-"""The fault campaign's model: `tests/fake_anthropic.py` answering with random faults.
+"""The fault campaign's planner for the fake Anthropic server: a random outcome per request.
 
-Run in its own process by `bench/faults.py` (`python -m bench.fault_provider --log PATH`), so
-its sleeps and writes do not share an interpreter with the clients. Every request gets, at
-random: a reply streamed over about a second, an HTTP 529 (overloaded) or 429 (rate limit), an
-`event: error` after some text, a connection dropped after some text, a slow first token, or (for
-chat requests offering `search_history`) a tool call. Summary requests get a well-formed
-`<summary>`, or the same faults.
+Run by `bench/faults.py` in its own process (`python -m support.fake_anthropic --faults --log
+PATH`), so its sleeps and writes do not share an interpreter with the clients. Every request
+gets, at random: a reply streamed over about a second, an HTTP 529 (overloaded) or 429 (rate
+limit), an `event: error` after some text, a connection dropped after some text, a slow first
+token, or (for chat requests offering `search_history`) a tool call. Summary requests get a
+well-formed `<summary>`, or the same faults.
 
-Nothing is scripted per test here: `_take` decides per request. The fake's own checks still run
+Nothing is scripted per test here: `plan` decides per request. The fake's own checks still run
 first: a request breaking the Messages API's rules (roles, tool_use/tool_result pairing,
-cache_control) is refused with a 400 and recorded. Every request, answered or refused, is one
+cache_control) is refused with a 400 and logged whole. Every request, answered or refused, is one
 JSON line in the log, which `bench/faults.py` reads at the end: what each turn's provider stream
 delivered is what the stored reply must keep.
 """
 
 from __future__ import annotations
 
-import argparse
-import io
 import json
 import random
 import re
@@ -26,11 +24,12 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from tests.fake_anthropic import FakeAnthropic, _Handler, _Script, _Server, serve, system_text
+from support.messages_api import message_blocks, offers, shape, system_text
+from support.scripts import Script
 
 # Every user message of the campaign opens with its key: conversation index and message number.
 KEY_RE = re.compile(r"^(k\d+t\d+):", re.M)
-# How the app's summary requests show themselves (compaction/summarise.py): the system prompt of
+# How the app's summary requests show themselves (compaction/prompt.py): the system prompt of
 # a separate-transcript summary, or the marker opening a summary asked over the chat's prefix.
 SUMMARY_SYSTEM = "You write a running brief"
 PREFIX_MARKER = "[Summary request from the chat application"
@@ -54,69 +53,11 @@ class Faults:
     tool_call: float = 0.05  # not a fault: text, then a search_history call (chat requests)
 
 
-@dataclass(eq=False)
-class _Planned(_Script):
-    """A script with a pause before its first text delta (the base class has none)."""
-
-    first_delay: float = 0.0
-
-
-class _Recorded(list):
-    """The fake's `.invalid`: each refusal is also logged, with the request that caused it."""
-
-    def __init__(self, provider: FaultyProvider) -> None:
-        super().__init__()
-        self.provider = provider
-
-    def append(self, reason: str) -> None:
-        super().append(reason)
-        self.provider.record_invalid(reason)
-
-
-_current = threading.local()  # the raw body of the request this handler thread is answering
-
-
-class _FaultHandler(_Handler):
-    _first_delay = 0.0
-
-    def do_POST(self) -> None:
-        # Keep the raw body, so a refused request can be logged whole; the base class then reads
-        # it again from a buffer.
-        length = int(self.headers.get("content-length") or 0)
-        raw = self.rfile.read(length) if length else b""
-        if len(raw) < length:
-            # The client died mid-request (a server killed with -9 while sending): the request
-            # never arrived whole, so it is not one the API would judge. Nobody reads an answer.
-            self.server.fake.record_truncated(len(raw), length)
-            self.close_connection = True
-            return
-        original, self.rfile = self.rfile, io.BytesIO(raw)
-        _current.raw = raw
-        try:
-            super().do_POST()
-        finally:
-            self.rfile, _current.raw = original, b""
-
-    def _answer(self, script: _Script, body: dict) -> None:
-        self._first_delay = getattr(script, "first_delay", 0.0)
-        super()._answer(script, body)
-
-    def _event(self, name: str, data: dict) -> None:
-        if name == "content_block_delta" and self._first_delay:
-            delay, self._first_delay = self._first_delay, 0.0
-            time.sleep(delay)  # headers and message_start are out: the model "thinks"
-        super()._event(name, data)
-
-
-class _ProviderServer(_Server):
-    request_queue_size = 256  # two servers' worth of concurrent requests
-
-
 def classify(body: dict) -> tuple[str, str | None]:
     """("summary" | "chat" | "tool", the key of the turn it answers). A tool step's last user
     message holds tool results: its key is that of the user message before them."""
     messages = body.get("messages") or []
-    last = _blocks(messages[-1]) if messages else []
+    last = message_blocks(messages[-1]) if messages else []
     texts = [b.get("text", "") for b in last if b.get("type") == "text"]
     if system_text(body).startswith(SUMMARY_SYSTEM) or any(PREFIX_MARKER in t for t in texts):
         return "summary", None
@@ -127,7 +68,9 @@ def classify(body: dict) -> tuple[str, str | None]:
     for message in reversed(messages):
         if message.get("role") == "user":
             keys = KEY_RE.findall(
-                "\n".join(b.get("text", "") for b in _blocks(message) if b.get("type") == "text")
+                "\n".join(
+                    b.get("text", "") for b in message_blocks(message) if b.get("type") == "text"
+                )
             )
             if keys:
                 break
@@ -137,62 +80,46 @@ def classify(body: dict) -> tuple[str, str | None]:
     return step, keys[-1] if keys else None  # two merged messages: the later is this turn
 
 
-def _blocks(message: dict) -> list[dict]:
-    content = message.get("content")
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}]
-    return [b for b in content or [] if isinstance(b, dict)]
-
-
-def shape(body: dict) -> str:
-    """A request's messages in brief, for the report: `user[text] assistant[text,tool_use] ...`."""
-    return " ".join(
-        f"{m.get('role')}[{','.join(b.get('type', '?') for b in _blocks(m))}]"
-        for m in body.get("messages") or []
-    )
-
-
-class FaultyProvider(FakeAnthropic):
+class FaultPlanner:
     """Answers each request with a random outcome and logs it as one JSON line."""
 
     def __init__(self, faults: Faults, seed: int, log_path: Path) -> None:
-        super().__init__()
-        self.invalid = _Recorded(self)
         self.faults = faults
         self.rng = random.Random(seed)
         self.count = 0
+        self._lock = threading.Lock()
         self._log = log_path.open("a", buffering=1)  # line-buffered: complete lines on disk
         self._log_lock = threading.Lock()
 
-    def _take(self, body: dict, headers: dict[str, str]) -> _Script:
+    def plan(self, body: dict) -> Script:
         step, key = classify(body)
         with self._lock:
             self.count += 1
             n = self.count
-            outcome = self._outcome(step, body)
-            chunks = self._chunks(step, n)
+            outcome = self.outcome(step, body)
+            chunks = self.chunks(step, n)
             split = self.rng.randint(1, len(chunks) - 1)  # where a mid-stream fault cuts in
             delay = self.rng.uniform(0.015, 0.05)  # between deltas: a reply takes ~1 s
             first_delay = self.rng.uniform(1.5, 4.0)
-        script = self._script(outcome, chunks, split, delay, first_delay, n)
+        script = self.script(outcome, chunks, split, delay, first_delay, n)
         delivered = "" if script.kind == "status" else "".join(script.chunks)
-        self._write(
+        self.write(
             {"n": n, "t": time.time(), "step": step, "key": key, "outcome": outcome}
             | {"text": delivered, "tool": outcome == "tool_call"}
         )
         return script
 
-    def _outcome(self, step: str, body: dict) -> str:
+    def outcome(self, step: str, body: dict) -> str:
         roll, edge = self.rng.random(), 0.0
         for name, share in asdict(self.faults).items():
-            if name == "tool_call" and (step != "chat" or not _offers(body, "search_history")):
+            if name == "tool_call" and (step != "chat" or not offers(body, "search_history")):
                 continue
             edge += share
             if roll < edge:
                 return name
         return "ok"
 
-    def _chunks(self, step: str, n: int) -> list[str]:
+    def chunks(self, step: str, n: int) -> list[str]:
         if step == "summary":
             body = (
                 f"<analysis>Notes {n}.</analysis>\n<summary>\n## Primary request and intent\n"
@@ -204,17 +131,15 @@ class FaultyProvider(FakeAnthropic):
         words = [self.rng.choice(WORDS) for _ in range(self.rng.randint(12, 36))]
         return [f"r{n}:"] + [" " + w for w in words]
 
-    def _script(self, outcome, chunks, split, delay, first_delay, n) -> _Script:
+    def script(self, outcome, chunks, split, delay, first_delay, n) -> Script:
         if outcome == "overloaded":
-            return _Planned(
-                "status", status=529, error_type="overloaded_error", message="Overloaded"
-            )
+            return Script("status", status=529, error_type="overloaded_error", message="Overloaded")
         if outcome == "rate_limited":
-            return _Planned(
+            return Script(
                 "status", status=429, error_type="rate_limit_error", message="Rate limited"
             )
         if outcome == "stream_error":
-            return _Planned(
+            return Script(
                 "stream_error",
                 chunks[:split],
                 delay=delay,
@@ -222,8 +147,8 @@ class FaultyProvider(FakeAnthropic):
                 message="Internal error mid-stream",
             )
         if outcome == "dropped":
-            return _Planned("drop", chunks[:split], delay=delay)
-        script = _Planned("reply", chunks, delay=delay, counted=True)
+            return Script("drop", chunks[:split], delay=delay)
+        script = Script("reply", chunks, delay=delay, counted=True)
         script.usage = {"output_tokens": len(chunks)}
         if outcome == "slow_first_token":
             script.first_delay = first_delay
@@ -238,53 +163,27 @@ class FaultyProvider(FakeAnthropic):
             ]
         return script
 
-    def record_invalid(self, reason: str) -> None:
-        raw = getattr(_current, "raw", b"")
-        try:
-            body = json.loads(raw or b"{}")
-        except ValueError:
-            body = {"_raw": raw.decode("utf-8", "replace")}
+    def refused(self, body: dict, reason: str) -> None:
+        """A request the server refused with a 400: logged with its whole body."""
         step, key = classify(body) if isinstance(body.get("messages"), list) else ("?", None)
         with self._lock:
             self.count += 1
             n = self.count
-        self._write(
+        self.write(
             {"n": n, "t": time.time(), "step": step, "key": key, "outcome": "invalid"}
             | {"invalid": reason, "shape": shape(body), "body": body}
         )
 
-    def record_truncated(self, received: int, length: int) -> None:
+    def truncated(self, received: int, length: int) -> None:
         with self._lock:
             self.count += 1
             n = self.count
-        self._write(
+        self.write(
             {"n": n, "t": time.time(), "step": "?", "key": None, "outcome": "truncated"}
             | {"received": received, "length": length}
         )
 
-    def _write(self, entry: dict) -> None:
+    def write(self, entry: dict) -> None:
         line = json.dumps(entry, ensure_ascii=False)
         with self._log_lock:
             self._log.write(line + "\n")
-
-
-def _offers(body: dict, tool: str) -> bool:
-    return any(t.get("name") == tool for t in body.get("tools") or [])
-
-
-def main(argv: list[str] | None = None) -> None:
-    """Serve until interrupted; the first line printed is the base URL."""
-    p = argparse.ArgumentParser(description="The fault campaign's fake Anthropic provider.")
-    p.add_argument("--port", type=int, default=0)
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--log", required=True, help="one JSON line per request is appended here")
-    p.add_argument("--faults", default="{}", help="JSON: shares overriding Faults' defaults")
-    args = p.parse_args(argv)
-    provider = FaultyProvider(Faults(**json.loads(args.faults)), args.seed, Path(args.log))
-    server = _ProviderServer(("127.0.0.1", args.port), _FaultHandler)
-    server.fake = provider
-    serve(server)
-
-
-if __name__ == "__main__":
-    main()
