@@ -4,7 +4,6 @@ helpers, which fail loudly on a malformed value). docs/configuration.md lists ev
 from __future__ import annotations
 
 import hashlib
-import os
 import warnings
 from pathlib import Path
 
@@ -89,8 +88,8 @@ TEMPLATES = [
 ]
 
 # On PostgreSQL, async code runs its database work on this many threads per process (core/db.py),
-# each with its own connection kept for CONN_MAX_AGE seconds; on SQLite on the event loop's own
-# thread. HTTP requests close their connections when they end (close_after_request).
+# each with its own connection kept for CONN_MAX_AGE seconds; on SQLite on one thread the event
+# loop waits for. HTTP requests close their connections when they end (close_after_request).
 DB_THREADS = env_int("DB_THREADS", 8)
 DATABASES = {
     "default": dj_database_url.parse(
@@ -111,12 +110,6 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
             "transaction_mode": "IMMEDIATE",
         }
     )
-    # core/db.py runs the engine's database calls on the event loop's own thread: each is a
-    # plain synchronous function that runs to its end before the loop goes on, so nothing can
-    # interleave with its transaction. Django refuses the ORM on a thread that runs an event
-    # loop unless told that is safe, which is said here, for SQLite only: on PostgreSQL the calls
-    # run on database threads, and the check stays on (the test suite runs on both).
-    os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 elif env_bool("DB_PREPARED_STATEMENTS", True):
     # Values sent apart from the SQL, and a statement run a few times on a connection prepared
     # on the server: the engine runs the same few statements every turn on the same connections,

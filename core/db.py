@@ -1,27 +1,28 @@
 """The one way async code touches the database: `await db.run(function, *args)`.
 
-`function` is a plain synchronous function (usually a whole transaction), run to its end;
-connections are checked and recycled around each call exactly as Django does around a request
-(`CONN_MAX_AGE`, `CONN_HEALTH_CHECKS`). Where it runs depends on the database:
+`function` is a plain synchronous function (usually a whole transaction), run to its end on a
+database thread, where Django allows the ORM (it refuses it on a thread that runs an event loop).
+Connections are checked and recycled around each call exactly as Django does around a request
+(`CONN_MAX_AGE`, `CONN_HEALTH_CHECKS`). How it is waited for depends on the database:
 
 - PostgreSQL (any server database): on a small pool of threads (DB_THREADS), each with its own
-  connection, so users' database work runs side by side while the event loop goes on.
-- SQLite: on the event loop's own thread, start to end. SQLite is a library inside this process
-  with one writer at a time, and a turn's transactions take a millisecond or two of CPU. On a
-  pool, every return from SQLite's C code waited for the interpreter lock held by the busy loop:
-  under 100 chats a send's transaction took 52 ms of wall time for 2.7 ms of CPU. On one thread
-  that the loop waits for, each call still paid two thread hand-offs (about 40 us of CPU, more
-  of waiting on a busy machine): 0.74x the relay's replies a second against 0.84x here
-  (bench/load.py, 100 chats). Django allows the ORM on this thread because the settings say it
-  is safe for SQLite (config/settings.py): a plain function cannot await, so nothing
-  interleaves with its transaction.
+  connection, awaited, so users' database work runs side by side while the event loop goes on.
+- SQLite: on one thread that the event loop waits for, blocked. SQLite is a library inside this
+  process with one writer at a time, and a turn's transactions take a millisecond or two of CPU.
+  Awaited, every return from SQLite's C code waited for the interpreter lock held by the busy
+  loop: under 100 chats a send's transaction took 52 ms of wall time for 2.7 ms of CPU
+  (bench/load.py). With the loop blocked, the thread has the interpreter to itself, and both
+  threads on one CPU (`OneThread`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
+import os
+import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from functools import partial
 
@@ -63,13 +64,13 @@ def close_after_request(**kwargs) -> None:
 
 
 async def run[**P, R](function: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
-    if is_sqlite():
-        return _call(partial(function, *args, **kwargs))
     # The context is carried over as sync_to_async would (without its thread-local
     # bookkeeping: nothing here needs it, and this runs a few times every turn).
     call = partial(contextvars.copy_context().run, _call, partial(function, *args, **kwargs))
-    threads = runtime.current().db_threads(settings.DB_THREADS)
-    running = asyncio.get_running_loop().run_in_executor(threads, call)
+    threads = runtime.current().database(Threads)
+    if threads.one is not None:
+        return threads.one.run(call)
+    running = asyncio.get_running_loop().run_in_executor(threads.executor, call)
     try:
         return await asyncio.shield(running)
     except asyncio.CancelledError:
@@ -78,6 +79,90 @@ async def run[**P, R](function: Callable[P, R], /, *args: P.args, **kwargs: P.kw
         # it (a shutdown, or a test's teardown, would otherwise race it).
         await asyncio.wait([running])
         raise
+
+
+class Threads:
+    """The database threads: DB_THREADS awaited on a server database; on SQLite one
+    (`OneThread`), waited for with the loop blocked."""
+
+    def __init__(self) -> None:
+        self.one = OneThread() if is_sqlite() else None
+        self.executor = None
+        if self.one is None:
+            self.executor = ThreadPoolExecutor(settings.DB_THREADS, thread_name_prefix="db")
+
+    def shutdown(self) -> None:
+        if self.one is not None:
+            self.one.stop()
+        else:
+            self.executor.shutdown(wait=False)
+
+
+class OneThread:
+    """SQLite's database thread. A call is handed over and back with two locks (an executor's
+    queue and future cost twice as much, and this runs twice a turn), and while it runs, the
+    calling thread moves to the database thread's CPU: handed from one core to the other, every
+    call ran about twice as long (a query 265 us instead of 130, its data cold in the other
+    core's caches; on one CPU, 138)."""
+
+    def __init__(self) -> None:
+        self.cpu = _current_cpu()
+        self._one_caller = threading.Lock()
+        self._go, self._done = threading.Lock(), threading.Lock()
+        self._go.acquire()
+        self._done.acquire()
+        self._call: Callable | None = None
+        self._outcome: tuple[bool, object] = (True, None)
+        threading.Thread(target=self._serve, name="db", daemon=True).start()
+
+    def run[R](self, call: Callable[[], R]) -> R:
+        with self._one_caller:
+            allowed = os.sched_getaffinity(0) if self.cpu is not None else None
+            if allowed is not None:
+                os.sched_setaffinity(0, {self.cpu})  # 0: the calling thread
+            try:
+                self._call = call
+                self._go.release()
+                self._done.acquire()
+            finally:
+                # Given back every CPU it had, so nothing it starts later is held to one.
+                if allowed is not None:
+                    os.sched_setaffinity(0, allowed)
+            returned, value = self._outcome
+            self._outcome = (True, None)
+        if not returned:
+            raise value
+        return value
+
+    def stop(self) -> None:
+        with self._one_caller:
+            self._call = None
+            self._go.release()
+
+    def _serve(self) -> None:
+        if self.cpu is not None:
+            os.sched_setaffinity(0, {self.cpu})
+        while True:
+            self._go.acquire()
+            call = self._call
+            if call is None:
+                return
+            try:
+                self._outcome = (True, call())
+            except BaseException as exc:  # the caller's to raise, whatever it is
+                self._outcome = (False, exc)
+            self._done.release()
+
+
+def _current_cpu() -> int | None:
+    """The CPU this thread runs on (Linux: the 39th field of its stat; None elsewhere)."""
+    if not hasattr(os, "sched_setaffinity"):
+        return None
+    try:
+        with open("/proc/thread-self/stat") as stat:
+            return int(stat.read().rsplit(")", 1)[1].split()[36])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def as_datetime(value) -> datetime | None:

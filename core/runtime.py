@@ -24,7 +24,6 @@ import threading
 import weakref
 from collections import OrderedDict, defaultdict
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -91,17 +90,17 @@ class Runtime:
         # a test that runs the queue's recovery itself switches them off.
         self.background = True
         self._lock = threading.Lock()
-        self._db_threads: ThreadPoolExecutor | None = None
+        self._database: Any = None  # core/db.py's threads, made on first use
         self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Loop] = (
             weakref.WeakKeyDictionary()
         )
 
-    def db_threads(self, count: int) -> ThreadPoolExecutor:
-        """The database threads (core/db.py), made on first use."""
+    def database(self, make: Callable[[], Any]) -> Any:
+        """The database threads (core/db.py), made by `make` on first use."""
         with self._lock:
-            if self._db_threads is None:
-                self._db_threads = ThreadPoolExecutor(max_workers=count, thread_name_prefix="db")
-            return self._db_threads
+            if self._database is None:
+                self._database = make()
+            return self._database
 
     def loop(self) -> Loop:
         """What the running event loop holds."""
@@ -113,8 +112,8 @@ class Runtime:
 
     def close(self) -> None:
         """Let the database threads end once idle (a test's runtime is replaced by the next)."""
-        if self._db_threads is not None:
-            self._db_threads.shutdown(wait=False)
+        if self._database is not None:
+            self._database.shutdown()
 
 
 _current: Runtime | None = None

@@ -1,11 +1,11 @@
-"""`core.db.run`: where a turn's database work runs. On SQLite, on the event loop's own thread,
-start to end (no hand-off to a thread, which cost two hand-offs per call); on PostgreSQL, on the
-pool of database threads, each with its own connection, where the statements a turn repeats are
-prepared."""
+"""`core.db.run`: where a turn's database work runs. On SQLite, on its one database thread while
+the event loop waits (on that thread's CPU); on PostgreSQL, on the pool of database threads,
+each with its own connection, where the statements a turn repeats are prepared."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 
 import pytest
@@ -35,10 +35,13 @@ def _fail() -> None:
 
 
 @sqlite_only
-async def test_on_sqlite_the_work_runs_on_the_loop_thread_start_to_end(alice):
+async def test_on_sqlite_the_work_runs_on_one_thread_while_the_loop_waits(alice):
     await Conversation.objects.acreate(owner=alice, model="claude-test", title="Kept")
-    assert (await db.run(_where))[0] == threading.get_ident()
-    # Nothing else the loop runs moves while a call runs: its transaction is never interleaved.
+    allowed = os.sched_getaffinity(0)
+    ident, name = await db.run(_where)
+    assert ident != threading.get_ident() and name.startswith("db")
+    assert (await db.run(_where))[0] == ident  # always the same one: SQLite's one writer
+    # The loop waited: nothing else it runs moved while the call did.
     ticks = []
 
     async def tick():
@@ -54,6 +57,10 @@ async def test_on_sqlite_the_work_runs_on_the_loop_thread_start_to_end(alice):
     ticker.cancel()
     with pytest.raises(ValueError, match="inside"):
         await db.run(_fail)  # a failure inside is the caller's
+    # The loop's thread is given back every CPU it had, and Django still refuses the ORM on it.
+    assert os.sched_getaffinity(0) == allowed
+    with pytest.raises(Exception, match="async context"):
+        list(Conversation.objects.all())
 
 
 @server_only
