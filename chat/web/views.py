@@ -168,31 +168,42 @@ def conversation_window(request: HttpRequest, conversation_id: int) -> HttpRespo
 @login_required
 @require_POST
 def conversation_rename(request: HttpRequest, conversation_id: int) -> HttpResponse:
-    owned_or_404(request, conversation_id)
-    try:
-        conversations.rename_conversation(
-            request.user, conversation_id, request.POST.get("title", "")
-        )
-    except ActionError as exc:
-        flash.error(request, exc.reason)
-    return redirect("conversation", conversation_id=conversation_id)
+    title = request.POST.get("title", "")
+    return _changed(
+        request,
+        conversation_id,
+        lambda: conversations.rename_conversation(request.user, conversation_id, title),
+    )
 
 
 @login_required
 @require_POST
 def conversation_settings(request: HttpRequest, conversation_id: int) -> HttpResponse:
-    owned_or_404(request, conversation_id)
-    try:
-        conversations.update_settings(
+    return _changed(
+        request,
+        conversation_id,
+        lambda: conversations.update_settings(
             request.user,
             conversation_id,
             system_prompt=request.POST.get("system_prompt", ""),
             review_compactions=request.POST.get("review_compactions") == "on",
-        )
+        ),
+        saved="Settings saved.",
+        refused="Settings not saved. {}",
+    )
+
+
+def _changed(request, conversation_id, change, *, saved: str = "", refused: str = "{}"):
+    """A form's change to the user's conversation: made, or refused with its reason in a flash
+    message; back to the conversation either way."""
+    owned_or_404(request, conversation_id)
+    try:
+        change()
     except ActionError as exc:
-        flash.error(request, f"Settings not saved. {exc.reason}")
+        flash.error(request, refused.format(exc.reason))
     else:
-        flash.success(request, "Settings saved.")
+        if saved:
+            flash.success(request, saved)
     return redirect("conversation", conversation_id=conversation_id)
 
 
