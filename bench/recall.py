@@ -214,7 +214,7 @@ async def drive(args, user, conversation) -> dict:
         "turns": turns,
         "compactions": compactions,
         "build_seconds": build_seconds,
-        "first_kept": window.boundary.first_kept_seq if window.boundary else 1,
+        "first_kept": window.first_kept,
         "results": results,
     }
 

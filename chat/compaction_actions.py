@@ -89,11 +89,7 @@ def undo(user, conversation_id) -> Compaction:
         if boundaries.open_one(conversation.pk) is not None:
             # A draft revises the summary being undone: undoing under it would bring it back.
             raise ActionError("Finish or discard the compaction in progress first.")
-        boundary = (
-            Compaction.objects.filter(conversation=conversation, status=Compaction.Status.COMMITTED)
-            .order_by("-id")
-            .first()
-        )
+        boundary = boundaries.latest(conversation.pk)
         if boundary is None:
             raise ActionError("There is no compaction to undo.")
         boundary.status = Compaction.Status.UNDONE

@@ -10,7 +10,9 @@ from django.db.models import Max, Min, Q
 
 from chat.branches import Tree, Versions, parent_of, versions
 from chat.models import FORKS, UNSTARTED, Conversation, Message, Pin
+from compaction import boundaries
 from compaction.models import Compaction
+from compaction.state import first_kept
 
 SHOWN_BOUNDARIES = [Compaction.Status.COMMITTED, Compaction.Status.UNDONE]
 
@@ -34,13 +36,7 @@ class Page:
 
 
 def first_kept_seq(conversation: Conversation) -> int:
-    boundary = (
-        Compaction.objects.filter(conversation=conversation, status=Compaction.Status.COMMITTED)
-        .order_by("-id")
-        .only("first_kept_seq")
-        .first()
-    )
-    return boundary.first_kept_seq if boundary else 1
+    return first_kept(boundaries.latest(conversation.pk))
 
 
 def current_branch(conversation: Conversation) -> set[int]:

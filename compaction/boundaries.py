@@ -96,6 +96,17 @@ def set_drafts_aside(conversation_id: int) -> None:
     ).update(status=Compaction.Status.DISCARDED, error=SUPERSEDED, updated_at=timezone.now())
 
 
+def latest(conversation_id: int) -> Compaction | None:
+    """The boundary in force for the conversation: its newest committed compaction, if any."""
+    return (
+        Compaction.objects.filter(
+            conversation_id=conversation_id, status=Compaction.Status.COMMITTED
+        )
+        .order_by("-id")
+        .first()
+    )
+
+
 def open_one(conversation_id: int) -> Compaction | None:
     """The conversation's compaction running or waiting for review, if any (one at most)."""
     return (
