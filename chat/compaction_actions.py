@@ -12,7 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from chat.compactions import Opened, open_locked, unpin_abandoned
-from chat.models import Conversation, Message, stale_before
+from chat.models import Conversation, stale_before
 from chat.state import read_state
 from chat.window import load_window, state_of
 from compaction import boundaries
@@ -33,16 +33,15 @@ def open_for_user(user, conversation_id, instructions, *, discard=None) -> Opene
         # A compaction cut off by a dying process is released now (a reply cut off that way is
         # the sweep's: until then this is refused as "wait for the reply").
         boundaries.close_stale(stale_before(), conversation.pk)
-        if Message.objects.filter(
-            conversation=conversation, status=Message.Status.STREAMING
-        ).exists():
-            raise ActionError("Wait for the reply to finish, then compact.")
         trigger = Compaction.Trigger.MANUAL
         if discard is not None:
             discarded = _settle(_draft(user, conversation.pk, discard), Compaction.Status.DISCARDED)
             _record(discarded, Review.Action.REGENERATED, user)
             trigger = discarded.trigger
         state = read_state(conversation.pk)
+        if state.streaming_id:
+            # Rolls the discard back too: the draft stays for when the reply has finished.
+            raise ActionError("Wait for the reply to finish, then compact.")
         return open_locked(
             conversation,
             state_of(conversation, state),

@@ -31,6 +31,11 @@ from compaction.policy import auto_paused_until
 from compaction.state import WindowState, post_tokens, window_total
 from core.errors import ActionError
 
+DRAFT_WAITING = (
+    "A draft summary is waiting for your review first: approve, regenerate or discard it in the "
+    "review box above the transcript, then compact again."
+)
+ALREADY_RUNNING = "A compaction is already running for this conversation."
 NOTHING_TO_CUT = (
     "Nothing to compact yet: the window holds only the latest turn, which is always kept "
     "verbatim. Keep chatting; once earlier turns build up, Compact now can fold them into a "
@@ -78,8 +83,8 @@ def open_locked(
     waiting = boundaries.open_one(conversation.pk)
     if waiting is not None:
         if waiting.status == Compaction.Status.DRAFT:
-            raise ActionError(boundaries.DRAFT_WAITING)
-        raise ActionError(boundaries.ALREADY_RUNNING)
+            raise ActionError(DRAFT_WAITING)
+        raise ActionError(ALREADY_RUNNING)
     if trigger == Compaction.Trigger.AUTO:
         clearing = plan(state.entries, state.budget.keep_tokens, settings.TOOL_CLEAR_MIN_CHARS)
         if clearing is not None and _clearing_is_enough(state, clearing, before_reply, incoming):
@@ -100,7 +105,7 @@ def open_locked(
                 cleared_before_seq=state.boundary.cleared_before_seq if state.boundary else None,
             )
     except IntegrityError:
-        raise ActionError(boundaries.ALREADY_RUNNING) from None
+        raise ActionError(ALREADY_RUNNING) from None
     older = [e for e in state.entries if e.seq < cut]
     if warm is None:
         warm = summariser.cache_is_warm(_last_request_at(conversation.pk), timezone.now())

@@ -25,11 +25,6 @@ SUPERSEDED = "Superseded: the window was full before the draft was reviewed."
 # Opens the error of a compaction whose summary would not have made the window smaller: not a
 # fault, and the user is told what to do instead (see `nothing_to_gain`).
 NOT_ENOUGH = "Not enough to fold away yet"
-DRAFT_WAITING = (
-    "A draft summary is waiting for your review first: approve, regenerate or discard it in the "
-    "review box above the transcript, then compact again."
-)
-ALREADY_RUNNING = "A compaction is already running for this conversation."
 
 
 def outcome(row: Compaction, result: SummaryResult, post_tokens: int, *, review: bool) -> None:
@@ -96,15 +91,13 @@ def set_drafts_aside(conversation_id: int) -> None:
     ).update(status=Compaction.Status.DISCARDED, error=SUPERSEDED, updated_at=timezone.now())
 
 
-def latest(conversation_id: int) -> Compaction | None:
-    """The boundary in force for the conversation: its newest committed compaction, if any."""
-    return (
-        Compaction.objects.filter(
-            conversation_id=conversation_id, status=Compaction.Status.COMMITTED
-        )
-        .order_by("-id")
-        .first()
-    )
+def latest(conversation_id: int, *fields: str) -> Compaction | None:
+    """The boundary in force for the conversation: its newest committed compaction, if any
+    (only `fields` of it, when named: a summary is long)."""
+    rows = Compaction.objects.filter(
+        conversation_id=conversation_id, status=Compaction.Status.COMMITTED
+    ).order_by("-id")
+    return (rows.only(*fields) if fields else rows).first()
 
 
 def open_one(conversation_id: int) -> Compaction | None:

@@ -35,12 +35,12 @@ def over_prefix(
     *,
     model: str,
     capabilities: Capabilities,
-    tools: tuple[dict, ...],
     max_tokens: int,
 ) -> Request | None:
     """The summary request over the conversation's cached prefix (the caller checked that it
     is cached and that reading it is wanted), if the window with the request fits the model's
-    context. None: ask over a separate transcript."""
+    context. None: ask over a separate transcript. The caller adds the conversation's tools
+    (the same as its chat requests offer, so the prefix matches): looked up only when asked."""
     if not capabilities.supports_caching:
         return None
     window = state.window()
@@ -53,7 +53,6 @@ def over_prefix(
         system=state.system,
         messages=messages,
         max_tokens=max_tokens,
-        tools=tools,
         cache_head=window.head,  # the same marks as the chat requests: their prefix is read
     )
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from dataclasses import replace
 
 from django.conf import settings
 
@@ -70,16 +71,19 @@ async def _over_prefix(opened: Opened, client):
         return None
     model = opened.conversation.model
     capabilities = client.capabilities(model)
-    box = await tools.offered(capabilities, opened.conversation.disabled_tools)
-    return summariser.over_prefix(
+    request = summariser.over_prefix(
         opened.state,
         opened.older,
         opened.row.instructions,
         model=model,
         capabilities=capabilities,
-        tools=box.definitions if box else (),
         max_tokens=settings.SUMMARY_MAX_TOKENS,
     )
+    if request is None:
+        return None
+    # Looked up only now: it may connect to the MCP servers.
+    box = await tools.offered(capabilities, opened.conversation.disabled_tools)
+    return replace(request, tools=box.definitions) if box else request
 
 
 async def compact(opened: Opened) -> None:
@@ -134,11 +138,10 @@ async def regenerate(user, conversation_id, compaction_id, instructions) -> Open
 async def _opened_for(user, conversation_id, instructions, *, discard=None) -> Opened:
     # Each asks the model for a summary: limited per user (auto-compaction is not counted).
     await db.run(limits.hit, limits.COMPACTIONS, user.pk)
-    opened = await db.run(
+    # Shown in progress by `compact`, which the engine runs at once.
+    return await db.run(
         compaction_actions.open_for_user, user, conversation_id, instructions, discard=discard
     )
-    await outbox.send(opened.conversation_id, Progress(f"Compacting ({opened.row.trigger})…"))
-    return opened
 
 
 async def approve(user, conversation_id, compaction_id, summary) -> None:
