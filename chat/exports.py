@@ -23,7 +23,7 @@ from asgiref.sync import sync_to_async
 from markdown_it import MarkdownIt
 
 from chat.models import Conversation, Message, duration
-from chat.transcript import current_branch
+from chat.transcript import SHOWN_BOUNDARIES, current_branch
 from chat.window import load_window
 from compaction.models import Compaction
 from providers import registry
@@ -79,8 +79,6 @@ def conversation_json(conversation: Conversation) -> dict:
 
 # --- export.md -----------------------------------------------------------------------------------
 
-# The boundaries the chat page shows as dividers: in force, or in force once and undone.
-SHOWN_BOUNDARIES = [Compaction.Status.COMMITTED, Compaction.Status.UNDONE]
 CHUNK_MESSAGES = 200  # rows fetched per round trip by the iterator
 
 ROLE_NAMES = {Message.Role.USER: "User", Message.Role.ASSISTANT: "Assistant"}

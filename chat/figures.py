@@ -15,6 +15,7 @@ from django.db import connection
 from django.utils import timezone
 
 from chat.models import Conversation
+from chat.transcript import SHOWN_BOUNDARIES
 from compaction.models import Compaction
 from compaction.state import WindowState
 from core import runtime
@@ -101,11 +102,7 @@ def load_panel(conversation: Conversation, state: WindowState) -> Panel:
     rows = list(
         Compaction.objects.filter(
             conversation_id=conversation.pk,
-            status__in=[
-                Compaction.Status.COMMITTED,
-                Compaction.Status.UNDONE,
-                Compaction.Status.DRAFT,
-            ],
+            status__in=[*SHOWN_BOUNDARIES, Compaction.Status.DRAFT],
         ).order_by("-id")[: LISTED_BOUNDARIES + 1]
     )
     panel.draft = next((r for r in rows if r.status == Compaction.Status.DRAFT), None)

@@ -14,6 +14,7 @@ from compaction import boundaries
 from compaction.models import Compaction
 from compaction.state import first_kept
 
+# The boundaries the chat page shows as dividers: in force, or in force once and undone.
 SHOWN_BOUNDARIES = [Compaction.Status.COMMITTED, Compaction.Status.UNDONE]
 
 
@@ -36,7 +37,7 @@ class Page:
 
 
 def first_kept_seq(conversation: Conversation) -> int:
-    return first_kept(boundaries.latest(conversation.pk))
+    return first_kept(boundaries.latest(conversation.pk, "first_kept_seq"))
 
 
 def current_branch(conversation: Conversation) -> set[int]:
@@ -91,18 +92,19 @@ def page(
     limit: int,
     reaching: int | None = None,
     leaf: int | None = None,
+    first_kept: int | None = None,
 ) -> Page:
     """The newest `limit` messages of the branch on screen (or the one ending at `leaf`), before
     message `before` (or the newest overall). Fixed query count, plus one per fork crossed.
     `reaching`: enough newer messages to include that seq too (a search hit to jump to), up to
-    SEARCH_JUMP_MESSAGES."""
+    SEARCH_JUMP_MESSAGES. `first_kept`: where the window starts, when the caller has read it."""
     rows = conversation.messages.all()
     if reaching is not None and before is None:
         newest = rows.order_by("-seq").values_list("seq", flat=True).first() or 0
         limit = max(limit, min(newest - reaching + 3, settings.SEARCH_JUMP_MESSAGES))
     end = conversation.leaf_seq if leaf is None else leaf
     messages, has_older = _branch_slice(rows, before, end, limit)
-    kept_from = first_kept_seq(conversation)
+    kept_from = first_kept_seq(conversation) if first_kept is None else first_kept
     if not messages:
         return Page(items=[], oldest_seq=None, first_kept_seq=kept_from)
     low, high = messages[0].seq, messages[-1].seq
@@ -141,6 +143,29 @@ def page(
             )
         )
     return Page(items=items, oldest_seq=low if has_older else None, first_kept_seq=kept_from)
+
+
+def item_of(message: Message, pinned: bool) -> Item:
+    """One message as the transcript shows it, on its own (its bubble after a pin changed):
+    with its versions, and "queued" while the reply it waits for has not started."""
+    conversation = message.conversation
+    kept_from = first_kept_seq(conversation)
+    shown = [message] if message.seq >= kept_from else []
+    waiting = (
+        message.role == Message.Role.USER
+        and conversation.messages.filter(
+            Q(parent_seq=message.seq) | Q(parent_seq__isnull=True, seq=message.seq + 1),
+            status=Message.Status.QUEUED,
+        ).exists()
+    )
+    return Item(
+        kind="message",
+        message=message,
+        pinned=pinned,
+        outside_window=message.seq < kept_from,
+        queued=waiting,
+        versions=_versions(conversation, shown, kept_from).get(message.seq),
+    )
 
 
 def _branch_slice(rows, before: int | None, leaf: int | None, limit: int):

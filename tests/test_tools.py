@@ -19,6 +19,7 @@ from providers.usage_columns import COLUMNS
 from support.messages_api import stripped, system_text
 from support.waiting import settle
 from tests.conftest import receive_until, shows, socket_for
+from tools import registry as tools_registry
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("channel_layer")]
 
@@ -327,3 +328,13 @@ async def test_a_compaction_lands_between_two_steps_when_the_results_fill_the_wi
     assert saved.status == "complete" and saved.content[-1]["text"] == "Read it all."
     assert saved.window_boundary_id == row.pk  # its usage describes the compacted window
     assert "Compacted (auto)" in "".join(frames)
+
+
+def test_saving_the_switches_keeps_those_of_a_server_that_is_down():
+    disabled = ["time__convert_time", "fetch__fetch"]  # fetch's server is not running now
+    listed = {"search_history", "read_messages", "time__convert_time", "time__get_current_time"}
+    enabled = {"search_history", "time__convert_time"}
+
+    off = tools_registry.switched_off(disabled, listed, enabled)
+
+    assert off == ["fetch__fetch", "read_messages", "time__get_current_time"]

@@ -418,6 +418,17 @@ def test_export_md_marks_the_versions_off_the_branch(client, alice, conversation
     assert "Another version" not in edited.split("###")[0]  # on the branch: no note
 
 
+@pytest.mark.django_db
+def test_a_message_pinned_keeps_its_version_switcher(client, alice, conversation):
+    # The pin swaps the bubble whole: without its switcher the other version is out of reach.
+    _edited_conversation(conversation)
+    message = Message.objects.get(conversation=conversation, seq=3)
+    client.force_login(alice)
+    for pinned in ("1", "0"):
+        bubble = client.post(f"/messages/{message.pk}/pin/", {"pinned": pinned}).content.decode()
+        assert 'aria-label="Versions of message 3"' in bubble and "1 / 2" in bubble
+
+
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("channel_layer")
 async def test_a_reply_asked_again_after_making_room_shows_under_its_message(

@@ -53,6 +53,13 @@ async def available() -> list[Available]:
     return found
 
 
+def switched_off(disabled: list[str], listed: set[str], enabled: set[str]) -> list[str]:
+    """A conversation's tools switched off once its switches are saved: the listed ones not
+    enabled. A tool of a server that is down now (not listed) keeps the switch it had."""
+    kept = [name for name in disabled if name not in listed]
+    return sorted({*kept, *(listed - enabled)})
+
+
 async def toolbox(disabled: list[str] | tuple[str, ...] = ()) -> Toolbox:
     """What a request of a conversation with these tools switched off offers."""
     off = set(disabled)

@@ -95,5 +95,12 @@ async def switch_version(user, conversation_id, seq, to) -> None:
 def _branch(conversation: Conversation, leaf: int | None = None) -> BranchShown:
     """The transcript's newest page along the branch ending at `leaf` (None: the one on
     screen), and the context panel it makes."""
-    page = transcript.page(conversation, before=None, limit=settings.PAGE_MESSAGES, leaf=leaf)
-    return BranchShown(page, conversation, load_panel(conversation, load_window(conversation)))
+    panel = load_panel(conversation, load_window(conversation))
+    page = transcript.page(
+        conversation,
+        before=None,
+        limit=settings.PAGE_MESSAGES,
+        leaf=leaf,
+        first_kept=panel.first_kept_seq,
+    )
+    return BranchShown(page, conversation, panel)

@@ -17,7 +17,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from chat import conversations, exports, imports, transcript
 from chat.figures import load_panel
-from chat.models import Conversation, Pin
+from chat.models import Conversation
 from chat.render import frames
 from chat.web import accounts, sidebar
 from chat.web.sidebar_views import page_context
@@ -111,6 +111,7 @@ def conversation_detail(request: HttpRequest, conversation_id: int) -> HttpRespo
             before=None,
             limit=settings.PAGE_MESSAGES,
             reaching=number(request.GET.get("at")),  # a search hit to jump to
+            first_kept=panel.first_kept_seq,
         ),
         "ctx": panel,
         "draft": panel.draft,  # a summary waiting for review shows on load, not only when drafted
@@ -210,20 +211,12 @@ def _changed(request, conversation_id, change, *, saved: str = "", refused: str 
 @login_required
 @require_POST
 def message_pin(request: HttpRequest, message_id: int) -> HttpResponse:
+    pinned = request.POST.get("pinned") == "1"
     try:
-        message = conversations.set_pinned(
-            request.user, message_id, request.POST.get("pinned") == "1"
-        )
+        message = conversations.set_pinned(request.user, message_id, pinned)
     except ActionError as exc:
         raise Http404(exc.reason) from None
-    pinned = Pin.objects.filter(message=message).exists()
-    item = transcript.Item(
-        kind="message",
-        message=message,
-        pinned=pinned,
-        outside_window=message.seq < transcript.first_kept_seq(message.conversation),
-    )
-    return HttpResponse(frames.message(item))
+    return HttpResponse(frames.message(transcript.item_of(message, pinned)))
 
 
 @login_required
@@ -265,11 +258,11 @@ async def conversation_tools(request: HttpRequest, conversation_id: int) -> Http
     available = await tools.available()
     saved = False
     if request.method == "POST":
-        listed = {t.name for t in available}
-        enabled = set(request.POST.getlist("enabled"))
-        # A tool of a server that is down now keeps the switch it had.
-        kept = [name for name in conversation.disabled_tools if name not in listed]
-        conversation.disabled_tools = sorted({*kept, *(listed - enabled)})
+        conversation.disabled_tools = tools.switched_off(
+            conversation.disabled_tools,
+            listed={t.name for t in available},
+            enabled=set(request.POST.getlist("enabled")),
+        )
         await conversation.asave(update_fields=["disabled_tools", "updated_at"])
         if not request.htmx:
             return redirect("conversation", conversation.pk)
