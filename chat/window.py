@@ -14,21 +14,22 @@ from chat.models import SETTLED, Conversation, Message
 from chat.state import Row, State, read_state
 from compaction.clearing import cleared
 from compaction.models import Compaction
-from compaction.state import Anchor, WindowState, budget_for, head_tokens
-from providers.tokens import MESSAGE_OVERHEAD
+from compaction.state import Anchor, WindowState, anchor_at, budget_for, head_tokens
 
 
-def build(
-    system: str,
-    model: str,
+def state_of(
+    conversation: Conversation,
     state: State,
+    *,
     before_seq: int | None = None,
     leaf: int | None = None,
 ) -> WindowState:
     """The window over rows already read (no queries), for the reply numbered `before_seq`
-    (None: the next request), along the branch ending at `leaf` (None: at the newest row). Rows
+    (None: the next request), along the branch ending at `leaf` (None: the one on screen). Rows
     it does not carry are skipped: newer or unsettled messages, messages still queued, other
     versions, and those before the cut that are not pinned."""
+    system, model = conversation.system_prompt, conversation.model
+    leaf = conversation.leaf_seq if leaf is None else leaf
     boundary, rows, kept = state.boundary, state.rows, state.first_kept
     branch = set(state.branch(leaf))
     # A message whose reply waits in the queue is not in any window yet (it can still be
@@ -87,27 +88,9 @@ def _anchor(rows: list[Row], boundary: Compaction | None, head_now: int) -> Anch
             and row.window_tokens
             and row.window_boundary_id == boundary_id
         ):
-            # The reply re-enters the next request as a message: plus its framing.
             head_then = head_now if row.window_head_tokens is None else row.window_head_tokens
-            return row.seq, row.window_tokens + MESSAGE_OVERHEAD, head_then
+            return anchor_at(row.seq, row.window_tokens, head_then)
     return None
-
-
-def state_of(
-    conversation: Conversation,
-    state: State,
-    *,
-    before_seq: int | None = None,
-    leaf: int | None = None,
-) -> WindowState:
-    """The window along the branch on screen, or the one ending at `leaf`."""
-    return build(
-        conversation.system_prompt,
-        conversation.model,
-        state,
-        before_seq,
-        leaf=conversation.leaf_seq if leaf is None else leaf,
-    )
 
 
 def load_window(conversation: Conversation, before_seq: int | None = None) -> WindowState:

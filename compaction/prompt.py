@@ -38,9 +38,6 @@ def neutralise_tags(text: str) -> str:
     return _FRAME_TAG_RE.sub(lambda m: f"&lt;{m.group(1)}{m.group(2)}", text)
 
 
-# A summary is Markdown: it is rendered on its divider and in "What the model sees", where the
-
-
 def render_block(block: dict) -> str:
     """One content block as plain text; tool traffic is written out, never sent as tool blocks."""
     kind = block.get("type")

@@ -25,6 +25,12 @@ from providers.tokens import MESSAGE_OVERHEAD, estimate_content, estimate_text
 Anchor = tuple[int, int, int]
 
 
+def anchor_at(reply_seq: int, window_tokens: int, head_then: int) -> Anchor:
+    """The anchor a reply gives, its window's size as the server counted it: that reply
+    re-enters the next request as a message, so plus its framing."""
+    return reply_seq, window_tokens + MESSAGE_OVERHEAD, head_then
+
+
 @dataclass(frozen=True)
 class WindowState:
     """The window the next request carries, as plain values, and its size in tokens."""
@@ -60,7 +66,7 @@ class WindowState:
         entries = self.entries + added
         anchor, per_turn = self.anchor, self.per_turn
         if added and window_tokens:
-            anchor = (added[-1].seq, window_tokens + MESSAGE_OVERHEAD, self.head_tokens)
+            anchor = anchor_at(added[-1].seq, window_tokens, self.head_tokens)
             per_turn = [*per_turn, window_tokens]
         return replace(self, entries=entries, anchor=anchor, per_turn=per_turn)
 

@@ -254,9 +254,9 @@ LLM_PROVIDER = env_str("LLM_PROVIDER").strip().lower()
 if LLM_PROVIDER not in {"", "anthropic", "demo"}:
     raise ImproperlyConfigured(f"LLM_PROVIDER must be anthropic or demo, got {LLM_PROVIDER!r}")
 CHAT_MODEL = env_str("CHAT_MODEL", "claude-sonnet-5")
-# The models a new conversation may pick (providers.available_models), each with its window's
-# budget. Unset: CHAT_MODEL alone. Set: CHAT_MODEL (the picker's default) must be one of them,
-# and defaults to the first. With no API key or base URL the offline demo is the only choice.
+# The models a new conversation may pick (providers.registry.available_models), each with its
+# window's budget. Unset: CHAT_MODEL alone. Set: CHAT_MODEL (the picker's default) must be one of
+# them, and defaults to the first. With no API key or base URL the offline demo is the only choice.
 CHAT_MODELS = env_models("CHAT_MODELS")
 if not CHAT_MODELS:
     CHAT_MODELS = [{"id": CHAT_MODEL, "label": CHAT_MODEL, "context": None}]
@@ -342,7 +342,7 @@ UNDO_DELETE_SECONDS = env_int("UNDO_DELETE_SECONDS", 300)
 # --- History management ------------------------------------------------------------------
 # The window's budget of every model without a "context" of its own in CHAT_MODELS (which
 # wins: it is the more specific setting). Empty: the provider's own window for the model
-# (providers.context_budget).
+# (providers.registry.context_budget).
 CONTEXT_BUDGET_TOKENS = env_int("CONTEXT_BUDGET_TOKENS", 0, minimum=0)
 AUTO_COMPACT_AT = env_fraction("AUTO_COMPACT_AT", 0.6)
 KEEP_TAIL_SHARE = env_fraction("KEEP_TAIL_SHARE", 0.25)

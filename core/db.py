@@ -46,7 +46,7 @@ def _call[R](function: Callable[..., R]) -> R:
             close_old_connections()
 
 
-def is_sqlite() -> bool:
+def _is_sqlite() -> bool:
     # From the settings, not the connection: where an event loop runs, Django's connections are
     # per task (a context variable), and asking one would set up a connection object per task.
     return connections.settings[DEFAULT_DB_ALIAS]["ENGINE"] == "django.db.backends.sqlite3"
@@ -86,7 +86,7 @@ class Threads:
     (`OneThread`), waited for with the loop blocked."""
 
     def __init__(self) -> None:
-        self.one = OneThread() if is_sqlite() else None
+        self.one = OneThread() if _is_sqlite() else None
         self.executor = None
         if self.one is None:
             self.executor = ThreadPoolExecutor(settings.DB_THREADS, thread_name_prefix="db")

@@ -50,9 +50,6 @@ class Lru:
             while len(self._items) > self.size:
                 self._items.popitem(last=False)
 
-    def __len__(self) -> int:
-        return len(self._items)
-
 
 @dataclass(eq=False)
 class Loop:

@@ -90,8 +90,10 @@ class DemoClient:
 
 
 SEARCH_TOOL = "search_history"
-# A window headed by a summary carries it in this tag (compaction/window.py).
-SUMMARY_TAG = "<summary>"
+# A window headed by a summary opens with a user message carrying it between these tags, each on
+# a line of its own, and the assistant's acknowledgement (compaction/window.py).
+SUMMARY_TAGS = ("<summary>", "</summary>")
+SUMMARY_RE = re.compile(r"^<summary>$.*^</summary>$", re.MULTILINE | re.DOTALL)
 # A search_history answer's hits: "#12 · user · 2026-11-30 18:04 · score 3.1" then the snippet.
 HIT_RE = re.compile(r"^#(\d+) · (\w+) · [^\n]*\n\s+(.+)$", re.MULTILINE)
 
@@ -103,9 +105,7 @@ def compose(system: str, messages: list[dict], *, can_search: bool = False):
     if results is not None:
         return _quote_hit(results), None
     tokens = estimate_request(system, messages)
-    summarised = bool(
-        messages and messages[0].get("role") == "user" and SUMMARY_TAG in _message_text(messages[0])
-    )
+    summarised = _summarised(messages)
     head = (
         f"I'm the offline demo model. My window holds {_plural(len(messages), 'message')} "
         f"(about {_plural(tokens, 'token')}), "
@@ -189,14 +189,26 @@ def _window_lines(window: list[dict]) -> list[str]:
     """What the user, the summary and tools said: not the demo's own echoes, nor the words that
     introduce a summary."""
     lines = []
+    summarised = _summarised(window)
     for i, message in enumerate(window):
         if message["role"] == "assistant":
             continue
         text = _message_text(message)
-        if i == 0 and SUMMARY_TAG in text:
-            text = text[text.index(SUMMARY_TAG) :]
-        lines += [line.strip() for line in text.splitlines() if line.strip()]
+        if i == 0 and summarised:
+            text = text[text.index(SUMMARY_TAGS[0]) :]
+        found = (line.strip() for line in text.splitlines())
+        lines += [line for line in found if line and not (summarised and line in SUMMARY_TAGS)]
     return lines
+
+
+def _summarised(messages: list[dict]) -> bool:
+    """Whether the window opens with the summary pair, not merely mentions the tag."""
+    return (
+        len(messages) >= 2
+        and messages[0].get("role") == "user"
+        and messages[1].get("role") == "assistant"
+        and SUMMARY_RE.search(_message_text(messages[0])) is not None
+    )
 
 
 def _words(text: str) -> set[str]:

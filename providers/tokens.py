@@ -46,5 +46,5 @@ def estimate_content(content: list[dict] | str) -> int:
 
 
 def estimate_request(system: str, messages: list[dict]) -> int:
-    """Estimate a whole request: only for windows with no reported usage to anchor on."""
+    """Estimate a whole request: the usage the offline models report (no server counts it)."""
     return estimate_text(system) + sum(estimate_content(m["content"]) for m in messages)

@@ -2,23 +2,24 @@
 conversation's running totals.
 
 None in the columns is usage nothing usable was reported for: zero or missing usage is unknown,
-never a figure. Imported by models modules only (it defines a Django model).
+never a figure. The models use `UsageColumns`; hand-written SQL and bulk updates use the rest.
 """
 
 from __future__ import annotations
 
 from django.db import models
 
-from providers.values import Usage
+from providers.values import USAGE_KEYS, Usage
 
-# Column -> the Usage field (and the API's key) it holds. The columns' names are shorter than
-# the API's keys for the cache's two.
-COLUMNS = {
-    "input_tokens": "input_tokens",
-    "output_tokens": "output_tokens",
-    "cache_read_tokens": "cache_read_input_tokens",
-    "cache_creation_tokens": "cache_creation_input_tokens",
-}
+# Column -> the Usage field (and the API's key) it holds, in USAGE_KEYS order. The columns'
+# names are shorter than the API's keys for the cache's two.
+COLUMNS = dict(
+    zip(
+        ("input_tokens", "output_tokens", "cache_read_tokens", "cache_creation_tokens"),
+        USAGE_KEYS,
+        strict=True,
+    )
+)
 
 
 class UsageColumns(models.Model):
@@ -34,13 +35,13 @@ class UsageColumns(models.Model):
     def usage(self) -> Usage | None:
         if self.input_tokens is None:
             return None
-        return Usage(**{key: getattr(self, column) or 0 for column, key in COLUMNS.items()})
+        return from_row(getattr(self, column) for column in COLUMNS)
 
     @usage.setter
     def usage(self, value: Usage | None) -> None:
         known = value is not None and value.known
-        for column, key in COLUMNS.items():
-            setattr(self, column, (getattr(value, key) or 0) if known else None)
+        for column, number in (column_values(value) if known else dict.fromkeys(COLUMNS)).items():
+            setattr(self, column, number)
 
 
 def column_values(usage: Usage) -> dict[str, int]:
@@ -49,5 +50,6 @@ def column_values(usage: Usage) -> dict[str, int]:
 
 
 def from_row(values) -> Usage:
-    """A known usage from its columns' values, read by hand-written SQL in `COLUMNS` order."""
+    """A known usage from its columns' values, in `COLUMNS` order (as hand-written SQL reads
+    them)."""
     return Usage(**{key: value or 0 for key, value in zip(COLUMNS.values(), values, strict=True)})

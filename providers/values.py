@@ -57,12 +57,7 @@ class Usage:
         """For storage: None when nothing usable was reported."""
         if not self.known:
             return None
-        return {
-            "input_tokens": self.input_tokens or 0,
-            "output_tokens": self.output_tokens or 0,
-            "cache_read_input_tokens": self.cache_read_input_tokens or 0,
-            "cache_creation_input_tokens": self.cache_creation_input_tokens or 0,
-        }
+        return {key: getattr(self, key) or 0 for key in USAGE_KEYS}
 
     @classmethod
     def from_mapping(cls, data) -> Usage:

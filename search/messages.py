@@ -23,6 +23,7 @@ from datetime import datetime
 from django.db import connection
 
 from chat.branches import Fork
+from chat.models import UNSTARTED
 from chat.search_index import MARK_CLOSE, MARK_OPEN
 from chat.transcript import trees
 from core.db import as_datetime
@@ -32,7 +33,8 @@ MAX_LIMIT = 50
 # PostgreSQL: rows considered for ranking. Beyond this many messages holding some query word,
 # the cheap ts_rank picks which are weighed.
 CANDIDATES = 1000
-_HIDDEN = ("queued", "cancelled")  # never sent: not part of any conversation's history
+# Never sent: not part of any conversation's history.
+_HIDDEN = [status.value for status in UNSTARTED]
 
 
 @dataclass(frozen=True)
@@ -108,7 +110,8 @@ def _search(
 
 
 def _scope(user, conversation_id: int | None, before_seq: int | None) -> tuple[str, list]:
-    where = "c.owner_id = %s AND c.deleted_at IS NULL AND m.status NOT IN (%s, %s)"
+    hidden = ", ".join(["%s"] * len(_HIDDEN))
+    where = f"c.owner_id = %s AND c.deleted_at IS NULL AND m.status NOT IN ({hidden})"
     params = [user.pk, *_HIDDEN]
     if conversation_id is not None:
         where += " AND m.conversation_id = %s"

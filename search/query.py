@@ -9,9 +9,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from django.conf import settings
+
 from chat.search_index import MARK_CLOSE, MARK_OPEN
 
-MAX_QUERY_CHARS = 500
 MAX_TERMS = 16
 
 # Words too common to say anything about a message. PostgreSQL's english configuration drops
@@ -45,7 +46,9 @@ class Query:
 def parse(text: str) -> Query:
     """Whole questions are welcome: a hit need not contain every word, so each word (minus the
     common ones) is a term of its own; "quoted words" must appear together."""
-    text = (text or "")[:MAX_QUERY_CHARS]
+    text = (text or "")[
+        : settings.MAX_QUERY_CHARS
+    ]  # a person's is refused longer; the model's is cut
     phrases, rest = [], []
     for i, part in enumerate(text.split('"')):
         words = [w.lower() for w in _WORD.findall(part)]

@@ -78,6 +78,19 @@ async def test_it_reports_a_summary_heading_the_window():
     assert "headed by a summary of earlier turns" in reply.text
 
 
+async def test_a_first_message_that_only_mentions_the_summary_tag_is_no_summary():
+    pasted = "Fix my prompt: <summary> goes around the summary, then </summary>."
+    messages = [
+        {"role": "user", "content": pasted},
+        {"role": "assistant", "content": [{"type": "text", "text": "Done."}]},
+        {"role": "user", "content": "Thanks"},
+    ]
+
+    _, reply = await ask(messages)
+
+    assert "no summary" in reply.text
+
+
 async def test_it_quotes_the_best_matching_window_line_for_a_question():
     _, reply = await ask(summarised_window())
 

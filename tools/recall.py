@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from django.conf import settings
 
-from chat.models import Message
+from chat.models import UNSTARTED, Message
 from chat.transcript import trees
 from compaction.prompt import render_block
 from search.messages import search_branch
@@ -64,7 +64,6 @@ READ_MESSAGES = {
 }
 
 DEFINITIONS = (SEARCH_HISTORY, READ_MESSAGES)
-_UNSENT = (Message.Status.QUEUED, Message.Status.CANCELLED)
 
 
 def search_history(context: Context, arguments: dict) -> str:
@@ -107,7 +106,7 @@ def read_messages(context: Context, arguments: dict) -> str:
         Message.objects.filter(
             conversation_id=context.conversation_id, seq__gte=first, seq__lte=high
         )
-        .exclude(status__in=_UNSENT)
+        .exclude(status__in=UNSTARTED)
         .exclude(seq__in=off)
         .order_by("seq")[: settings.READ_MESSAGES_PAGE_MESSAGES + 1]
     )

@@ -31,7 +31,7 @@ from chat.branches import Versions, versions
 from chat.compactions import Opened
 from chat.conversations import title_from
 from chat.figures import Panel, load_figures
-from chat.models import SETTLED, Conversation, Message
+from chat.models import NO_SUCH_CONVERSATION, SETTLED, Conversation, Message
 from chat.state import State, read_state
 from chat.turns import statements
 from chat.turns.recovery import recover
@@ -117,11 +117,14 @@ def append(user, conversation_id, text: str) -> Claim:
         return Claim(step, message, queued=isinstance(step, Opened), recovered=recovered)
 
 
-def locked_for(user, conversation_id) -> Conversation:
-    """The user's conversation, locked, with the count of their other streaming replies."""
-    conversation = statements.lock(conversation_id, user, count_streaming_elsewhere=True)
+def locked_for(user, conversation_id, *, touch: bool = True) -> Conversation:
+    """The user's conversation, locked, with the count of their other streaming replies
+    (`touch`: moved up the user's list, as activity)."""
+    conversation = statements.lock(
+        conversation_id, user, touch=touch, count_streaming_elsewhere=True
+    )
     if conversation is None:
-        raise ActionError("That conversation does not exist.")
+        raise ActionError(NO_SUCH_CONVERSATION)
     return conversation
 
 

@@ -24,6 +24,7 @@ from chat.turns.states import (
     check_replies_at_once,
     decide,
     follow_newest,
+    locked_for,
     new_versions,
     pair,
     queued_reply,
@@ -102,11 +103,7 @@ def _version_target(user, conversation_id, seq) -> tuple[Conversation, State, Ro
     seq = number(seq)
     if seq is None:
         raise ActionError("Say which message.")
-    conversation = statements.lock(
-        conversation_id, user, touch=False, count_streaming_elsewhere=True
-    )
-    if conversation is None:
-        raise ActionError("That conversation does not exist.")
+    conversation = locked_for(user, conversation_id, touch=False)
     seen = read_state(conversation.pk)
     recover(conversation, seen)
     if seen.busy or seen.next_queued_id:
