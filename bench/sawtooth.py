@@ -16,8 +16,8 @@ writes the summaries: a proper `<analysis>`/`<summary>` answer of bounded size.
 
 What each turn did is read from its results, not from inside the engine: the send's claim (a
 compaction, `chat.compactions.Opened`, ran before the reply), the compaction rows made during the
-turn, and where none was opened after the reply, the policy (`auto_compaction_due`) on the window
-the turn left: it must not be due.
+turn, and where none was opened after the reply, the engine's own policy
+(`chat.compactions.auto_due`) on the window the turn left: it must not be due.
 
 The "without compaction" series is the naive window: system prompt + every message so far.
 
@@ -165,13 +165,11 @@ async def observe(turn: TurnRecord, claim, conversation_id: int, before_id: int)
     """What the turn did, from its results: the claim's step, the compaction rows made during
     it, and (none opened after the reply) whether the policy holds one due on the window now."""
     from asgiref.sync import sync_to_async
-    from django.utils import timezone
 
-    from chat.compactions import Opened
+    from chat.compactions import Opened, auto_due
     from chat.models import Conversation
     from chat.window import load_window
     from compaction.models import Compaction
-    from compaction.policy import auto_compaction_due
 
     turn.presend = isinstance(claim.step, Opened)
     presend_id = claim.step.row.pk if turn.presend else None
@@ -187,24 +185,26 @@ async def observe(turn: TurnRecord, claim, conversation_id: int, before_id: int)
     drafts = Compaction.objects.filter(
         conversation_id=conversation_id, status=Compaction.Status.DRAFT
     )
-    turn.due_unopened = auto_compaction_due(
-        state.tokens,
-        state.budget,
-        state.boundary.post_tokens if state.boundary else None,
-        draft_waiting=await drafts.aexists(),
-        paused_until=conversation.auto_compact_paused_until,
-        now=timezone.now(),
-    )
+    # The engine's own decision, asked of the window the turn left.
+    turn.due_unopened = auto_due(conversation, state, draft_waiting=await drafts.aexists())
 
 
 async def drive(
     args: argparse.Namespace, user, conversation
 ) -> tuple[list[TurnRecord], UsageModel]:
     """Every turn, sent and run to the end in this event loop, as the websocket would."""
-    from chat.turns import actions, engine
+    from functools import partial
+
+    from bench.harness.inprocess import run_turn
+    from chat.turns import engine
     from providers import registry
     from support.queries import all_queries
-    from support.waiting import settle
+
+    def after_send(turn: TurnRecord, seen: list, claim) -> None:
+        """The send's queries, counted before the engine starts; its reply must be claimed."""
+        turn.send_queries = len(seen)
+        if claim.step is None:
+            raise SystemExit(f"turn {turn.n}: the message was queued behind nothing")
 
     replies = random.Random(args.seed + 1)
     model = UsageModel(lambda: reply_text(replies))
@@ -219,12 +219,8 @@ async def drive(
             text = user_text(rng, n)
             started = time.perf_counter()
             with all_queries() as seen:
-                claim = await actions.send(user, conversation.pk, text)
-                turn.send_queries = len(seen)
-                if claim.step is None:
-                    raise SystemExit(f"turn {n}: the message was queued behind nothing")
-                engine.start(claim.step)
-                await settle(conversation.pk, timeout=60)
+                sending = partial(after_send, turn, seen)
+                claim = await run_turn(user, conversation.pk, text, timeout=60, sent=sending)
             turn.ms = (time.perf_counter() - started) * 1000
             turn.engine_queries = len(seen) - turn.send_queries
             turn.sql = [q.sql for q in seen]

@@ -27,7 +27,7 @@ from compaction.clearing import Clearing, cleared, plan
 from compaction.cut import choose_cut
 from compaction.entries import Entry
 from compaction.models import Compaction
-from compaction.policy import auto_paused_until
+from compaction.policy import auto_compaction_due, auto_paused_until
 from compaction.state import WindowState, post_tokens, window_total
 from core.errors import ActionError
 
@@ -60,6 +60,18 @@ class Opened:
     @property
     def conversation_id(self) -> int:
         return self.conversation.pk
+
+
+def auto_due(conversation: Conversation, window: WindowState, *, draft_waiting: bool) -> bool:
+    """Whether the conversation's window, as a reply left it, calls for an auto-compaction."""
+    return auto_compaction_due(
+        window.tokens,
+        window.budget,
+        window.boundary.post_tokens if window.boundary else None,
+        draft_waiting=draft_waiting,
+        paused_until=conversation.auto_compact_paused_until,
+        now=timezone.now(),
+    )
 
 
 def open_locked(

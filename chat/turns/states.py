@@ -38,7 +38,6 @@ from chat.turns.recovery import recover
 from chat.window import state_of
 from compaction import boundaries
 from compaction.models import Compaction
-from compaction.policy import auto_compaction_due
 from compaction.state import WindowState, budget_for
 from core.clean import MESSAGE, clean, number
 from core.errors import ActionError
@@ -356,15 +355,7 @@ def close_turn(turn: Turn, reply: Message, after: WindowState, *, then: bool = T
 
 def _auto_compaction(conversation: Conversation, seen: State, after: WindowState) -> Opened | None:
     """The compaction a complete reply made due, if any (the caller holds the lock)."""
-    due = auto_compaction_due(
-        after.tokens,
-        after.budget,
-        after.boundary.post_tokens if after.boundary else None,
-        draft_waiting=seen.has_draft,
-        paused_until=conversation.auto_compact_paused_until,
-        now=timezone.now(),
-    )
-    if not due:
+    if not compactions.auto_due(conversation, after, draft_waiting=seen.has_draft):
         return None
     seen = read_state(conversation.pk)  # the window's rows, to cut
     try:
