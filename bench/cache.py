@@ -41,7 +41,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the checkout, not bench/
 
-from bench.harness.inprocess import setup_django, without_background  # noqa: E402
+from bench.harness.inprocess import run_turn, setup_django, without_background  # noqa: E402
 from bench.harness.texts import prose  # noqa: E402
 from support.fake_anthropic import FakeAnthropic  # noqa: E402
 from support.messages_api import system_text  # noqa: E402
@@ -180,8 +180,7 @@ async def _drive(plan: list[dict], turns: int) -> None:
     from django.contrib.auth import get_user_model
 
     from chat.models import Conversation
-    from chat.turns import actions, engine
-    from support.waiting import settle
+    from chat.turns import engine
 
     without_background()
     user = await get_user_model().objects.acreate(username=f"cache-{uuid.uuid4().hex[:8]}")
@@ -190,10 +189,7 @@ async def _drive(plan: list[dict], turns: int) -> None:
     )
     try:
         for n in range(turns):
-            claim = await actions.send(user, conversation.pk, plan[n]["user"])
-            if claim.step is not None:
-                engine.start(claim.step)
-            await settle(conversation.pk, timeout=120)
+            await run_turn(user, conversation.pk, plan[n]["user"])
     finally:
         await engine.shutdown()
 

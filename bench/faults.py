@@ -119,11 +119,6 @@ def server_env(args: argparse.Namespace, provider_url: str) -> dict:
         # sweep) must come well within it.
         TURN_STALE_SECONDS=str(args.stale),
         TURN_HEARTBEAT_SECONDS="1",
-        # The abuse limits would refuse most of this traffic (4 conversations of one user
-        # streaming at once, 30 sends a minute): this run is about faults, not about them.
-        SENDS_PER_MINUTE="100000",
-        REPLIES_AT_ONCE="1000",
-        COMPACTIONS_PER_HOUR="100000",
         LOG_LEVEL="WARNING",
     )
     return env

@@ -37,7 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the checkout, not bench/
 
-from bench.harness.inprocess import setup_django, without_background  # noqa: E402
+from bench.harness.inprocess import run_turn, setup_django, without_background  # noqa: E402
 
 TOP5_MIN = 0.95
 
@@ -150,13 +150,7 @@ def configure_django(args: argparse.Namespace) -> str | None:
 
 async def say(user, conversation_id: int, text: str) -> int:
     """One turn through the real code, run to its end (and its compaction); the reply's seq."""
-    from chat.turns import actions, engine
-    from support.waiting import settle
-
-    claim = await actions.send(user, conversation_id, text)
-    if claim.step is not None:
-        engine.start(claim.step)
-    await settle(conversation_id, timeout=120)
+    claim = await run_turn(user, conversation_id, text)
     return claim.message.seq + 1
 
 

@@ -37,7 +37,16 @@ from pathlib import Path
 from typing import Any
 
 from support.messages_api import CacheRuleError, PromptCache, invalid_request
-from support.scripts import DEFAULT_CHUNKS, Script, error_body, message_json, reply, usage_of
+from support.scripts import (
+    DEFAULT_CHUNKS,
+    SameReply,
+    Script,
+    error_body,
+    message_json,
+    reply,
+    standalone_chunks,
+    usage_of,
+)
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -430,6 +439,15 @@ class FakeAnthropic:
             self._queue.append(script)
 
 
+def standalone(words: int, stream_seconds: float = 0.0) -> FakeAnthropic:
+    """The same-reply server `python -m support.fake_anthropic` serves (not started yet): every
+    request answered with `words` words, spread over `stream_seconds`. Many concurrent clients
+    (the default backlog of 5 drops SYNs); a load benchmark's provider stays cheap: no
+    accounting, no record of requests, connections kept."""
+    planner = SameReply(standalone_chunks(max(1, words)), max(0.0, stream_seconds))
+    return FakeAnthropic(planner, cache=False, record=False, keep_alive=True, backlog=1024)
+
+
 def main(argv: list[str] | None = None) -> None:
     """Serve standalone until interrupted; the first line printed is the base URL."""
     p = argparse.ArgumentParser(
@@ -460,12 +478,7 @@ def main(argv: list[str] | None = None) -> None:
         # Two servers' worth of concurrent requests; the prompt cache's rules are checked too.
         fake = FakeAnthropic(planner, record=False, backlog=256)
     else:
-        from support.scripts import SameReply, standalone_chunks
-
-        planner = SameReply(standalone_chunks(max(1, args.words)), max(0.0, args.stream_seconds))
-        # Many concurrent clients (the default backlog of 5 drops SYNs); a load benchmark's
-        # provider stays cheap: no accounting, no record of requests.
-        fake = FakeAnthropic(planner, cache=False, record=False, keep_alive=True, backlog=1024)
+        fake = standalone(args.words, args.stream_seconds)
     fake.serve(args.host, args.port)
 
 

@@ -24,15 +24,15 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+# How the app's summary requests show themselves (compaction/prompt.py: plain values, imported
+# without Django set up): the system prompt of a separate-transcript summary, or the marker
+# opening a summary asked over the chat's prefix.
+from compaction.prompt import PREFIX_MARKER, SYSTEM_PROMPT
 from support.messages_api import message_blocks, offers, shape, system_text
 from support.scripts import Script
 
 # Every user message of the campaign opens with its key: conversation index and message number.
 KEY_RE = re.compile(r"^(k\d+t\d+):", re.M)
-# How the app's summary requests show themselves (compaction/prompt.py): the system prompt of
-# a separate-transcript summary, or the marker opening a summary asked over the chat's prefix.
-SUMMARY_SYSTEM = "You write a running brief"
-PREFIX_MARKER = "[Summary request from the chat application"
 
 # Words of the replies: characters the page must escape, some non-ASCII, some markdown.
 WORDS = (
@@ -59,7 +59,7 @@ def classify(body: dict) -> tuple[str, str | None]:
     messages = body.get("messages") or []
     last = message_blocks(messages[-1]) if messages else []
     texts = [b.get("text", "") for b in last if b.get("type") == "text"]
-    if system_text(body).startswith(SUMMARY_SYSTEM) or any(PREFIX_MARKER in t for t in texts):
+    if system_text(body).startswith(SYSTEM_PROMPT) or any(PREFIX_MARKER in t for t in texts):
         return "summary", None
     # The turn's key is in the latest user message with one in its text: the message itself, or
     # for a tool step the one before the results. (A turn that ended on tool results, a failed

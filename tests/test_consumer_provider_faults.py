@@ -8,6 +8,7 @@ import pytest
 
 from chat.models import Message
 from support.messages_api import system_text
+from support.servers import free_port
 from support.waiting import settle
 from tests.conftest import receive_until, socket_for
 
@@ -81,11 +82,7 @@ async def test_a_dropped_connection_keeps_the_partial_text(alice, conversation, 
 
 
 async def test_an_unreachable_server_is_a_readable_error(alice, conversation, settings):
-    import socket
-
-    with socket.socket() as probe:  # a port nobody listens on
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()  # nothing listens there
     settings.LLM_PROVIDER = "anthropic"
     settings.ANTHROPIC_BASE_URL = f"http://127.0.0.1:{port}"
     settings.ANTHROPIC_API_KEY = "test-key"

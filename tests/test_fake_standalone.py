@@ -8,16 +8,13 @@ import json
 
 import pytest
 
-from support.fake_anthropic import FakeAnthropic
-from support.scripts import SameReply, standalone_chunks
+from support import fake_anthropic
 
 
 @pytest.fixture
 def standalone():
-    # As `python -m support.fake_anthropic` serves it: the same reply, connections kept.
-    fake = FakeAnthropic(
-        SameReply(standalone_chunks(3)), cache=False, record=False, keep_alive=True
-    ).start()
+    # The server `python -m support.fake_anthropic` serves, built by the same function.
+    fake = fake_anthropic.standalone(3).start()
     yield fake.address
     fake.stop()
 

@@ -36,7 +36,8 @@ ROOMS = [
     "bench",
 ]
 RANK = {room: rank for rank, room in enumerate(ROOMS)}
-PACKAGES = ("core", "providers", "compaction", "chat", "search", "tools", "config")
+# Scanned: the application, and test and bench support (which may import only the application).
+PACKAGES = ("core", "providers", "compaction", "chat", "search", "tools", "config", "support")
 
 
 def room_of(module: str) -> str | None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
 import time
 from contextlib import aclosing
 
@@ -15,6 +14,7 @@ from providers import registry, values
 from providers.anthropic import AnthropicClient
 from providers.demo import DemoClient
 from providers.values import Final, LLMError, Request, TextDelta
+from support.servers import free_port
 
 MESSAGES = [{"role": "user", "content": "Say hello."}]
 MODEL = "claude-test-model"
@@ -239,14 +239,8 @@ async def test_a_slow_server_times_out_readably(fake_anthropic, settings):
     assert "timed out after 0.3 s" in err.value.reason
 
 
-def _closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 async def test_an_unreachable_server_raises_readably(settings):
-    url = f"http://127.0.0.1:{_closed_port()}"
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     settings.LLM_PROVIDER = "anthropic"
     settings.ANTHROPIC_BASE_URL = url
     settings.ANTHROPIC_API_KEY = ""

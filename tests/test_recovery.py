@@ -9,12 +9,14 @@ from datetime import timedelta
 
 import pytest
 from asgiref.sync import sync_to_async
+from channels_redis.pubsub import RedisPubSubChannelLayer
 from django.utils import timezone
 
 from chat.models import Conversation, Message
 from chat.turns import engine, liveness
 from chat.turns.recovery import orphaned_queues
 from compaction.models import Compaction
+from core.layers import InMemoryLayer
 from support.waiting import settle
 from tests.conftest import receive_until, shows, socket_for
 from tests.transcripts import add_turns
@@ -200,20 +202,35 @@ async def test_a_message_sent_behind_an_orphaned_queue_is_shown_and_answered_in_
     await ws.disconnect()
 
 
+def _fails_on_a_streamed_delta(message: dict) -> None:
+    if "beforeend:#msg-2-text" in message.get("html", ""):
+        raise ConnectionError("the channel layer is down")
+
+
+class FlakyLayer(InMemoryLayer):
+    """The in-memory layer, down for the frames of reply 2's streamed text."""
+
+    async def group_send(self, group, message):
+        _fails_on_a_streamed_delta(message)
+        await super().group_send(group, message)
+
+
+class FlakyRedisLayer(RedisPubSubChannelLayer):
+    """The Redis layer (under REDIS_URL), down for the same frames. Its `group_send` is served
+    by `__getattr__` (per event loop), not a method to extend."""
+
+    async def group_send(self, group, message):
+        _fails_on_a_streamed_delta(message)
+        await super().__getattr__("group_send")(group, message)
+
+
 async def test_a_failing_channel_layer_does_not_keep_a_reply_streaming(
-    alice, conversation, fake_llm, monkeypatch
+    alice, conversation, fake_llm, settings
 ):
-    from channels.layers import get_channel_layer
-
-    layer = get_channel_layer()
-    group_send = layer.group_send
-
-    async def flaky(group, message):
-        if "beforeend:#msg-2-text" in message.get("html", ""):
-            raise ConnectionError("the channel layer is down")
-        await group_send(group, message)
-
-    monkeypatch.setattr(layer, "group_send", flaky)
+    flaky = FlakyRedisLayer if settings.REDIS_URL else FlakyLayer
+    default = settings.CHANNEL_LAYERS["default"]
+    # A changed CHANNEL_LAYERS makes Channels build the layer again, from this class.
+    settings.CHANNEL_LAYERS = {"default": {**default, "BACKEND": f"{__name__}.{flaky.__name__}"}}
     ws = socket_for(alice, conversation.pk)
     await ws.connect()
     await ws.send_to(text_data=send("hello"))

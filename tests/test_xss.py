@@ -59,8 +59,8 @@ def test_streamed_deltas_are_escaped():
 
 
 def test_every_value_a_bubble_shows_is_escaped():
-    """chat/bubbles.py writes the bubble as a string: the user's text (in the edit box too), the
-    error a provider sent and the tool's name, input and result all arrive as text."""
+    """chat/render/bubbles.py writes the bubble as a string: the user's text (in the edit box
+    too), the error a provider sent and the tool's name, input and result all arrive as text."""
     from chat.render.bubbles import message_html
     from chat.transcript import Item
 

@@ -10,6 +10,7 @@ import tempfile
 from collections.abc import Callable
 from contextlib import aclosing
 from pathlib import Path
+from typing import Any
 
 from bench.harness.texts import summary_answer
 
@@ -48,6 +49,32 @@ def setup_django(
     django.setup()
     call_command("migrate", verbosity=0)
     return database_url, tmp
+
+
+async def run_turn(
+    user,
+    conversation_id: int,
+    text: str,
+    *,
+    timeout: float = 120,
+    sent: Callable[[Any], None] | None = None,
+):
+    """One turn through the real code, in this event loop, as the websocket's send runs it: the
+    message stored and its reply claimed (`chat.turns.actions.send`), the claimed step, if any,
+    started on the engine, then awaited until the engine has nothing left to do for the
+    conversation (`support.waiting.settle`: a compaction the pre-send check opened, the reply,
+    the auto-compaction after it). `sent` is called with the claim between the send and the
+    engine's start. Returns the send's claim."""
+    from chat.turns import actions, engine
+    from support.waiting import settle
+
+    claim = await actions.send(user, conversation_id, text)
+    if sent is not None:
+        sent(claim)
+    if claim.step is not None:
+        engine.start(claim.step)
+    await settle(conversation_id, timeout=timeout)
+    return claim
 
 
 def without_background() -> None:

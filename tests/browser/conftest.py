@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from support.servers import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -64,12 +66,6 @@ LEAKY_ENV = [
 ]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _wait_until_up(url: str, proc: subprocess.Popen, log: Path) -> None:
     deadline = time.monotonic() + SERVER_START_SECONDS
     while time.monotonic() < deadline:
@@ -99,7 +95,7 @@ def serve(**overrides: str):
     """A live daphne on a fresh SQLite file, with SERVER_ENV and these settings over it."""
     with tempfile.TemporaryDirectory(prefix="browser-tests-") as tmp:
         tmp_path = Path(tmp)
-        port = _free_port()
+        port = free_port()
         env = {k: v for k, v in os.environ.items() if k not in LEAKY_ENV}
         env |= (
             SERVER_ENV
@@ -337,7 +333,7 @@ class RestartableServer:
     `server` is never touched, so a failure here cannot leave other tests without one."""
 
     def __init__(self, tmp_path: Path):
-        self.port = _free_port()
+        self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.log = tmp_path / "daphne.log"
         self.env = {k: v for k, v in os.environ.items() if k not in LEAKY_ENV}
