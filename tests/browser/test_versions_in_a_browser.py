@@ -90,3 +90,22 @@ def test_a_search_hit_on_another_version_leads_to_its_switcher(chat, server):
     expect(bubble(page, 3).locator(".version-count")).to_have_text("2 / 2")
     bubble(page, 3).get_by_role("button", name="Previous version").click()
     expect(bubble(page, 1)).to_contain_text("PTARMIGAN")
+
+
+def test_pinning_a_version_on_a_phone_keeps_its_switcher(chat, tmp_path):
+    # The pin swaps the bubble whole; the switcher must come back with it, or the other
+    # version is out of reach until a reload.
+    page = chat
+    page.set_viewport_size({"width": 390, "height": 844})
+    turn(page, "Tell me about otters, OTTER.")
+    bubble(page, 2).get_by_role("button", name="Regenerate").click()
+    wait_complete(page, 3)
+
+    bubble(page, 3).get_by_role("button", name="Pin").click()
+    expect(bubble(page, 3).locator(".pin-toggle")).to_have_text("Unpin")
+    expect(bubble(page, 3).locator(".version-count")).to_have_text("2 / 2")
+    bubble(page, 3).scroll_into_view_if_needed()
+    page.screenshot(path=tmp_path / "pinned-version-phone.png")
+
+    bubble(page, 3).get_by_role("button", name="Previous version").click()
+    expect(bubble(page, 2)).to_be_visible()
