@@ -37,6 +37,7 @@ SENDS = Limit("send", "SENDS_PER_MINUTE", 60, "sending messages")
 COMPACTIONS = Limit("compact", "COMPACTIONS_PER_HOUR", 3600, "compacting by hand")
 SIGNUPS = Limit("signup", "SIGNUPS_PER_HOUR", 3600, "signing up from this address")
 LOGIN_FAILURES = Limit("login", "LOGIN_FAILURES_PER_15_MINUTES", 900, "signing in")
+IMPORTS = Limit("import", "IMPORTS_PER_HOUR", 3600, "importing conversations")
 
 
 class Limited(ActionError):

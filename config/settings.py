@@ -244,6 +244,7 @@ REPLIES_AT_ONCE = env_int("REPLIES_AT_ONCE", 3)  # per user: conversations strea
 COMPACTIONS_PER_HOUR = env_int("COMPACTIONS_PER_HOUR", 30)  # per user: compact now, regenerate
 SIGNUPS_PER_HOUR = env_int("SIGNUPS_PER_HOUR", 5)  # per client address
 LOGIN_FAILURES_PER_15_MINUTES = env_int("LOGIN_FAILURES_PER_15_MINUTES", 10)  # per name, address
+IMPORTS_PER_HOUR = env_int("IMPORTS_PER_HOUR", 10)  # per user
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
     if REDIS_URL
