@@ -267,3 +267,16 @@ def duration(ms) -> str:
     except (TypeError, ValueError):
         return ""
     return f"{ms} ms" if ms < 1000 else f"{ms / 1000:.1f} s"
+
+
+class LimitCount(models.Model):
+    """How many times one who did one limited thing in one window (chat/limits.py): a row per
+    window, counted up by one atomic statement, so concurrent requests in any process cannot
+    both pass the last place."""
+
+    key = models.CharField(max_length=200, unique=True)  # limit, who, window start
+    count = models.PositiveIntegerField(default=0)
+    ends_at = models.FloatField(db_index=True)  # epoch seconds: swept after
+
+    def __str__(self) -> str:
+        return f"{self.key}: {self.count}"
