@@ -1,10 +1,13 @@
 """Abuse limits: how often one user, or one address, may do what costs the most.
 
-Counted in Django's cache in fixed windows (a key per window, expiring with it). With REDIS_URL
-the cache is Redis, shared by every process; without it the app runs as one process and its
-memory is the whole truth. Each limit is a setting; refusals say what the limit is and when to
-try again. Async callers run these through `core.db.run`, with their database work: Django's
-async cache API would hop to the one thread every request shares.
+Counted in the database in fixed windows, a row per limit, who and window (`LimitCount`). One
+statement counts and returns the new count (an upsert), so the count and the decision are one
+atomic step: concurrent requests, in one process or several, cannot both take the last place,
+and the limits hold whether Redis is configured, or answering, or not. What is checked before it
+is known whether it counts (a password, a sign-up form) takes a place first and gives it back
+when it turns out not to count (`release`). Each limit is a setting; refusals say what the limit
+is and when to try again. Async callers run these through `core.db.run`, with their database
+work.
 """
 
 from __future__ import annotations
@@ -13,17 +16,17 @@ import math
 import time
 from dataclasses import dataclass
 
-import redis
 from django.conf import settings
-from django.core.cache import caches
+from django.db import connection
+from django.db.models import F
 
-from core import runtime
+from chat.models import LimitCount
 from core.errors import ActionError
 
 
 @dataclass(frozen=True)
 class Limit:
-    name: str  # in the cache key
+    name: str  # in the row's key
     setting: str  # how many per window
     window: int  # seconds
     doing: str  # what is limited, for the message ("sending messages")
@@ -38,6 +41,7 @@ COMPACTIONS = Limit("compact", "COMPACTIONS_PER_HOUR", 3600, "compacting by hand
 SIGNUPS = Limit("signup", "SIGNUPS_PER_HOUR", 3600, "signing up from this address")
 LOGIN_FAILURES = Limit("login", "LOGIN_FAILURES_PER_15_MINUTES", 900, "signing in")
 IMPORTS = Limit("import", "IMPORTS_PER_HOUR", 3600, "importing conversations")
+PASSWORD_RESETS = Limit("reset", "PASSWORD_RESETS_PER_HOUR", 3600, "resetting a password")
 
 
 class Limited(ActionError):
@@ -57,62 +61,44 @@ def _per(window: int) -> str:
     return {60: "a minute", 900: "in 15 minutes", 3600: "an hour"}.get(window, f"per {window} s")
 
 
-def _counts():
-    """One cache client for the process, kept on the runtime. `django.core.cache.cache` is one
-    per context, and each call on the database threads runs in a fresh copy of its caller's
-    context: through it, every count made a client of its own, and with Redis a new connection
-    (connected, health-checked) per send. Both backends' clients are safe to share between
-    threads."""
-    clients = runtime.current().cache_clients
-    if "counts" not in clients:
-        clients["counts"] = caches.create_connection("default")
-    return clients["counts"]
-
-
-def _redis() -> redis.Redis | None:
-    """With REDIS_URL (where the cache is), a client of the counts' own for `hit`: one per
-    process, kept on the runtime, safe to share between threads."""
-    clients = runtime.current().cache_clients
-    if "redis" not in clients:
-        clients["redis"] = redis.Redis.from_url(settings.REDIS_URL) if settings.REDIS_URL else None
-    return clients["redis"]
-
-
-def _key(limit: Limit, who, now: float) -> tuple[str, int]:
+def _window(limit: Limit, who, now: float) -> tuple[str, float]:
     start = int(now // limit.window) * limit.window
-    return f"limit:{limit.name}:{who}:{start}", start + limit.window
+    return f"{limit.name}:{who}:{start}"[:200], float(start + limit.window)
+
+
+def _table() -> tuple[str, str]:
+    quote = connection.ops.quote_name
+    return quote(LimitCount._meta.db_table), quote("key")
 
 
 def hit(limit: Limit, who, *, now: float | None = None) -> None:
-    """Count one more; Limited if that is over the limit (the refused attempt counts too, so
-    hammering does not help)."""
+    """Count one more; Limited if that is over the limit. The refused attempt counts too, so
+    hammering does not help, and it never lets a later one through: the window's count only
+    grows until it ends."""
     now = time.time() if now is None else now
-    key, ends = _key(limit, who, now)
-    cache, shared = _counts(), _redis()
-    if shared is not None:
-        # One round trip, where the cache API takes three (add; then incr checks the key
-        # exists before incrementing it): the window's count is created with its expiry if it
-        # is new, then incremented, under the name the cache gives it (`check` reads it there).
-        pipe = shared.pipeline(transaction=False)
-        named = cache.make_and_validate_key(key)
-        pipe.set(named, 0, ex=limit.window, nx=True)
-        pipe.incr(named)
-        count = pipe.execute()[1]
-    else:
-        cache.add(key, 0, timeout=limit.window)
-        try:
-            count = cache.incr(key)
-        except ValueError:  # expired between the two calls
-            cache.set(key, 1, timeout=limit.window)
-            count = 1
+    key, ends = _window(limit, who, now)
+    table, key_column = _table()
+    with connection.cursor() as cursor:
+        # Both SQLite (3.35+) and PostgreSQL take this upsert; each runs it as one statement
+        # under the row's lock, so every caller gets a different count.
+        cursor.execute(
+            f"INSERT INTO {table} ({key_column}, count, ends_at) VALUES (%s, 1, %s) "  # noqa: S608
+            f"ON CONFLICT ({key_column}) DO UPDATE SET count = {table}.count + 1 "
+            "RETURNING count",
+            [key, ends],
+        )
+        (count,) = cursor.fetchone()
+        if count == 1:
+            # A window began: the windows that have ended go, so the table stays the size of
+            # the windows open now. Indexed; rarely finds anything.
+            cursor.execute(f"DELETE FROM {table} WHERE ends_at < %s", [now])  # noqa: S608
     if count > limit.allowed:
         raise Limited(limit, max(1, math.ceil(ends - now)))
 
 
-def check(limit: Limit, who, *, now: float | None = None) -> None:
-    """Limited if the count is already at the limit; counts nothing (failed log-ins are
-    counted apart, with `hit`, only when they fail)."""
+def release(limit: Limit, who, *, now: float | None = None) -> None:
+    """Give back a place taken with `hit` for an attempt that turned out not to count (a
+    sign-in that succeeded, a sign-up form with a mistake in it)."""
     now = time.time() if now is None else now
-    key, ends = _key(limit, who, now)
-    if (_counts().get(key) or 0) >= limit.allowed:
-        raise Limited(limit, max(1, math.ceil(ends - now)))
+    key, _ = _window(limit, who, now)
+    LimitCount.objects.filter(key=key, count__gt=0).update(count=F("count") - 1)

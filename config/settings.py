@@ -237,19 +237,15 @@ MAX_INSTRUCTIONS_CHARS = env_int("MAX_INSTRUCTIONS_CHARS", 2_000)
 MAX_TITLE_CHARS = env_int("MAX_TITLE_CHARS", 200, maximum=200)  # the column's width
 MAX_SUMMARY_CHARS = env_int("MAX_SUMMARY_CHARS", 20_000)
 MAX_QUERY_CHARS = env_int("MAX_QUERY_CHARS", 500)
-# Abuse limits (chat/limits.py), counted in the cache: Redis with REDIS_URL, so they hold across
-# processes; process memory without it, when the app is one process.
+# Abuse limits (chat/limits.py), counted in the database in one atomic statement each, so they
+# hold across processes, and while Redis is down.
 SENDS_PER_MINUTE = env_int("SENDS_PER_MINUTE", 30)  # per user
 REPLIES_AT_ONCE = env_int("REPLIES_AT_ONCE", 3)  # per user: conversations streaming together
 COMPACTIONS_PER_HOUR = env_int("COMPACTIONS_PER_HOUR", 30)  # per user: compact now, regenerate
 SIGNUPS_PER_HOUR = env_int("SIGNUPS_PER_HOUR", 5)  # per client address
 LOGIN_FAILURES_PER_15_MINUTES = env_int("LOGIN_FAILURES_PER_15_MINUTES", 10)  # per name, address
 IMPORTS_PER_HOUR = env_int("IMPORTS_PER_HOUR", 10)  # per user
-CACHES = {
-    "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
-    if REDIS_URL
-    else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
-}
+PASSWORD_RESETS_PER_HOUR = env_int("PASSWORD_RESETS_PER_HOUR", 5)  # per address, per email
 # "anthropic" or "demo"; empty picks anthropic when a key or base URL is set, else demo.
 LLM_PROVIDER = env_str("LLM_PROVIDER").strip().lower()
 if LLM_PROVIDER not in {"", "anthropic", "demo"}:

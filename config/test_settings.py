@@ -12,7 +12,8 @@ from .settings import DATABASES  # noqa: E402
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 # Tests send, compact and sign in far faster than people: the limits' own tests lower these.
 SENDS_PER_MINUTE = REPLIES_AT_ONCE = COMPACTIONS_PER_HOUR = 100_000
-SIGNUPS_PER_HOUR = LOGIN_FAILURES_PER_15_MINUTES = IMPORTS_PER_HOUR = 100_000
+SIGNUPS_PER_HOUR = LOGIN_FAILURES_PER_15_MINUTES = 100_000
+IMPORTS_PER_HOUR = PASSWORD_RESETS_PER_HOUR = 100_000
 DEMO_WORD_DELAY_MS = 0
 # Async code's database calls (core/db.py) close their connections after each one, so none
 # outlives a test (PostgreSQL cannot drop a test database that still has connections).

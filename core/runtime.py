@@ -79,7 +79,6 @@ class Runtime:
         self.chart_points = Lru(1000)  # (conversation, boundary) -> points before it
         self.registered: dict[str, Any] = {}  # model ("" = every model) -> client
         self.clients: dict[Any, Any] = {}  # configuration -> client built from the settings
-        self.cache_clients: dict[str, Any] = {}  # chat/limits.py's
         # Small values worked out once, from what does not change while the process runs (the
         # URL pattern every bubble's pin button fills in: reverse() walks the URLconf).
         self.memo: dict[str, Any] = {}

@@ -1,6 +1,6 @@
 """Abuse limits, each a setting with a clear refusal: sends per minute and replies at once per
 user, compactions per hour, sign-ups per address, failed sign-ins per name and per address.
-Counted in the cache, which is Redis (shared by every process) when REDIS_URL is set."""
+Counted in the database, one atomic statement per count, shared by every process."""
 
 from __future__ import annotations
 
@@ -8,8 +8,6 @@ import json
 
 import pytest
 from asgiref.sync import sync_to_async
-from django.conf import settings
-from django.core.cache import cache
 from django.utils import timezone
 
 from chat import limits
@@ -20,13 +18,6 @@ from support.waiting import settle
 from tests.conftest import receive_until, socket_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture(autouse=True)
-def fresh_counts():
-    cache.clear()
-    yield
-    cache.clear()
 
 
 def test_a_window_counts_up_to_its_limit_then_refuses_until_the_next(settings):
@@ -137,7 +128,6 @@ def test_sign_ups_are_limited_per_address(client, django_user_model, settings):
     assert sorted(django_user_model.objects.values_list("username", flat=True)) == ["new0", "new1"]
 
 
-@pytest.mark.skipif(not settings.REDIS_URL, reason="several processes need Redis")
 async def test_the_limits_hold_across_server_processes(alice, fake_anthropic):
     from support.servers import session_for
     from tests.servers import Server, Tab

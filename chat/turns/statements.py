@@ -63,6 +63,25 @@ _FINISH = (
 )
 
 
+# The advisory lock's key is this app's "one user's replies" in its high half, the user's id in
+# its low half.
+_USER_REPLIES_LOCK = 0x636877 << 32
+
+
+def _hold_users_replies(user_id: int) -> None:
+    """Until this transaction ends, no other transaction counts this user's streaming replies:
+    the count and the reply it lets start are one step. On PostgreSQL two sends to two of the
+    user's conversations lock two different rows, so each could count the other's reply as not
+    yet streaming; an advisory lock on the user orders them. Taken before any row lock, always,
+    so it cannot deadlock with them. SQLite needs none: its write transactions run one at a
+    time (IMMEDIATE), across processes too."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT pg_advisory_xact_lock(%s::bigint)", [_USER_REPLIES_LOCK | user_id]
+            )
+
+
 def lock(
     conversation_id,
     user=None,
@@ -95,6 +114,7 @@ def lock(
     if count_streaming_elsewhere and user is not None:
         columns += f", {_STREAMING_ELSEWHERE}"
         extra = [user.pk, pk]
+        _hold_users_replies(user.pk)
     if touch or title is not None or spent:
         changes, values = (["updated_at = %s"], [_now()]) if touch else ([], [])
         if title is not None:

@@ -10,6 +10,7 @@ from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import UserCreationForm
 from django.core.handlers.asgi import ASGIRequest
+from django.db import IntegrityError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -42,14 +43,18 @@ def signup(request: HttpRequest) -> HttpResponse:
     form = UserCreationForm(request.POST or None)
     if request.method == "POST":
         try:
-            accounts.check_signup(request)
+            accounts.take_signup(request)
         except ActionError as exc:
             form.add_error(None, exc.reason)
-        if form.is_valid():
-            user = form.save()
-            accounts.count_signup(request)
-            login(request, user, backend="django.contrib.auth.backends.ModelBackend")
-            return redirect("home")
+        else:
+            try:
+                if form.is_valid():
+                    user = form.save()
+                    login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+                    return redirect("home")
+            except IntegrityError:  # the same name, created at the same moment by another
+                form.add_error("username", "A user with that username already exists.")
+            accounts.give_back_signup(request)
     return render(request, "registration/signup.html", {"form": form})
 
 
