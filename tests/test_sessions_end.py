@@ -53,6 +53,18 @@ async def test_a_password_change_closes_the_users_sockets(alice, conversation):
     assert await _closed_with(ws) == SESSION_ENDED
 
 
+@pytest.mark.parametrize("end", ["deactivate", "delete"])
+async def test_deactivating_or_deleting_a_user_closes_their_sockets(alice, conversation, end):
+    ws = socket_for(alice, conversation.pk)
+    assert (await ws.connect())[0]
+    if end == "deactivate":
+        alice.is_active = False
+        await sync_to_async(alice.save)()
+    else:
+        await sync_to_async(alice.delete)()
+    assert await _closed_with(ws) == SESSION_ENDED
+
+
 def _scope(origin: str | None, host: str, scheme: str = "ws") -> dict:
     headers = [(b"host", host.encode())]
     if origin is not None:
@@ -180,3 +192,32 @@ def test_deployments_on_one_redis_server_do_not_share_channel_groups(monkeypatch
     monkeypatch.undo()
     importlib.reload(config)
     assert len(prefixes) == 2
+
+
+@pytest.mark.skipif(not settings.REDIS_URL, reason="several processes need the Redis layer")
+async def test_deactivating_a_user_closes_their_sockets_in_every_process(alice, fake_anthropic):
+    """As unticking "active" in the admin does: the user's tabs on both processes close, and
+    the session, still in the database, opens no new socket; nor can they send meanwhile."""
+    from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+    from chat.models import Conversation, Message
+    from support.servers import session_for
+    from tests.servers import Server, Tab
+
+    first, second = Server(fake_anthropic.url).start(), Server(fake_anthropic.url).start()
+    try:
+        mine = await Conversation.objects.acreate(owner=alice, model="claude-test")
+        key = await sync_to_async(session_for)(alice)
+        tabs = [await Tab(server, mine.pk, key).open() for server in (first, second)]
+        alice.is_active = False
+        await sync_to_async(alice.save)()
+        for tab in tabs:
+            with pytest.raises(ConnectionClosed) as closed:
+                await tab.until(lambda f: False, timeout=10)
+            assert closed.value.rcvd.code == SESSION_ENDED
+        with pytest.raises(InvalidStatus):
+            await Tab(second, mine.pk, key).open()
+        assert not await Message.objects.filter(conversation=mine).aexists()
+    finally:
+        first.stop()
+        second.stop()
