@@ -160,9 +160,10 @@ def restore_conversation(user, conversation_id) -> Conversation:
     """Undo a delete within UNDO_DELETE_SECONDS of it. What the delete took back from the queue
     stays cancelled (it was never sent); the transcript is as it was. Restoring one that is not
     deleted (a second click, another tab) changes nothing."""
-    # Deleted ones too (the one being restored is): its owner's, by id.
+    # Deleted ones too (the one being restored is): its owner's, by id; never one an import is
+    # still staging (hidden until the import ends, chat/imports.py).
     conversation = (
-        Conversation.objects.filter(owner=user, pk=number(conversation_id)).first()
+        Conversation.objects.filter(owner=user, pk=number(conversation_id), importing=None).first()
         if user.is_authenticated
         else None
     )

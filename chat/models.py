@@ -101,6 +101,11 @@ class Conversation(UsageColumns):
     # The branch on screen ends at this message, when the user switched to an earlier version;
     # None: it ends at the newest message (every send and new version moves it there).
     leaf_seq = models.PositiveIntegerField(null=True, blank=True)
+    # Staged by an import still running (chat/imports.py): hidden (deleted_at set, so every
+    # list, search, URL and socket leaves it out) until the import ends; deleted with it.
+    importing = models.ForeignKey(
+        "Import", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
 
     objects = ConversationQuerySet.as_manager()
 
@@ -280,3 +285,19 @@ class LimitCount(models.Model):
 
     def __str__(self) -> str:
         return f"{self.key}: {self.count}"
+
+
+class Import(models.Model):
+    """An import in progress (chat/imports.py). One per user at a time: the unique owner decides
+    it in the database, so two requests in any processes cannot both start one. Each batch the
+    import writes touches `heartbeat_at`; one gone stale was left by a process that died, and
+    the next import clears what it staged."""
+
+    owner = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+"
+    )
+    started_at = models.DateTimeField(auto_now_add=True)
+    heartbeat_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"import by {self.owner_id} since {self.started_at:%Y-%m-%d %H:%M}"

@@ -17,24 +17,42 @@ from __future__ import annotations
 
 import json
 
+# How much of a message is indexed: its first this many characters. PostgreSQL refuses a
+# tsvector over 1 MB ("string is too long for tsvector"): a message of 1.5 MB of distinct words
+# (an import, a tool's long output) could not be stored at all. At most 100,000 characters stay
+# under that limit for any text (each word costs its bytes, an entry and a position); the
+# message itself is kept whole, only its later words are not found by search.
+INDEXED_CHARS = 100_000
+
 # Marks around matched words in a snippet. Private-use characters, removed from indexed text,
 # so a user cannot type one; callers turn them into `<mark>` (HTML) or `**` (JSON, the model).
 MARK_OPEN, MARK_CLOSE = "\ue000", "\ue001"
 
 
 def searchable_text(content: list[dict]) -> str:
-    """The words of a message: its text, its tool calls (name and input), its tool results."""
-    parts = []
+    """The words of a message: its text, its tool calls (name and input), its tool results;
+    the first INDEXED_CHARS of them."""
+    parts, length = [], 0
     for block in content or []:
-        kind = block.get("type")
-        if kind == "text":
-            parts.append(str(block.get("text", "")))
-        elif kind == "tool_use":
-            parts.append(f"{block.get('name', '')} {json.dumps(block.get('input', {}))}")
-        elif kind == "tool_result":
-            parts.append(result_text(block))
-    text = "\n".join(p for p in parts if p)
+        part = _words(block)
+        if part:
+            parts.append(part)
+            length += len(part) + 1
+            if length > INDEXED_CHARS:
+                break  # a long message's later blocks are not read at all
+    text = "\n".join(parts)[:INDEXED_CHARS]
     return text.replace(MARK_OPEN, "").replace(MARK_CLOSE, "")
+
+
+def _words(block: dict) -> str:
+    kind = block.get("type")
+    if kind == "text":
+        return str(block.get("text", ""))
+    if kind == "tool_use":
+        return f"{block.get('name', '')} {json.dumps(block.get('input', {}))}"
+    if kind == "tool_result":
+        return result_text(block)
+    return ""
 
 
 def result_text(block: dict) -> str:

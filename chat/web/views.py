@@ -16,7 +16,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from chat import conversations, exports, imports, transcript
+from chat import conversations, exports, imports, limits, transcript
 from chat.figures import load_panel
 from chat.models import Conversation
 from chat.render import frames
@@ -90,19 +90,20 @@ def conversation_create(request: HttpRequest) -> HttpResponse:
 @require_POST
 def conversation_import(request: HttpRequest) -> HttpResponse:
     """Import export.json or ChatGPT's conversations.json; opens the (first) imported
-    conversation. A bad file gets its reason and creates nothing."""
+    conversation. A bad file gets its reason and creates nothing; over the hourly limit, or
+    while another import of the user's runs, a 429 says so."""
     upload = request.FILES.get("file")
     try:
         if upload is None:
             raise ActionError("Choose a file to import (export.json or conversations.json).")
-        imports.check_size(upload.size)
-        created = imports.store(request.user, imports.parse(upload.read()))
+        first, count = imports.import_upload(request.user, upload)
     except ActionError as exc:
         context = page_context(request) | {"import_error": exc.reason}
-        return render(request, "chat/empty.html", context, status=400)
-    if len(created) > 1:
-        flash.success(request, f"Imported {len(created):,} conversations.")
-    return redirect("conversation", conversation_id=created[0].pk)
+        busy = isinstance(exc, limits.Limited | imports.Busy)
+        return render(request, "chat/empty.html", context, status=429 if busy else 400)
+    if count > 1:
+        flash.success(request, f"Imported {count:,} conversations.")
+    return redirect("conversation", conversation_id=first)
 
 
 @login_required
