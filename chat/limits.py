@@ -72,9 +72,9 @@ def _table() -> tuple[str, str]:
 
 
 def hit(limit: Limit, who, *, now: float | None = None) -> None:
-    """Count one more; Limited if that is over the limit. The refused attempt counts too, so
-    hammering does not help, and it never lets a later one through: the window's count only
-    grows until it ends."""
+    """Count one more; Limited if that is over the limit. The refused attempt counts too (unless
+    the caller's transaction rolls it back), so hammering does not help: the window's count
+    never goes down by itself before it ends."""
     now = time.time() if now is None else now
     key, ends = _window(limit, who, now)
     table, key_column = _table()
@@ -88,10 +88,6 @@ def hit(limit: Limit, who, *, now: float | None = None) -> None:
             [key, ends],
         )
         (count,) = cursor.fetchone()
-        if count == 1:
-            # A window began: the windows that have ended go, so the table stays the size of
-            # the windows open now. Indexed; rarely finds anything.
-            cursor.execute(f"DELETE FROM {table} WHERE ends_at < %s", [now])  # noqa: S608
     if count > limit.allowed:
         raise Limited(limit, max(1, math.ceil(ends - now)))
 
@@ -102,3 +98,9 @@ def release(limit: Limit, who, *, now: float | None = None) -> None:
     now = time.time() if now is None else now
     key, _ = _window(limit, who, now)
     LimitCount.objects.filter(key=key, count__gt=0).update(count=F("count") - 1)
+
+
+def sweep(*, now: float | None = None) -> None:
+    """Forget the windows that have ended, so the table stays the size of the windows open now
+    (the engine's sweep calls this; indexed, and cheap when nothing has ended)."""
+    LimitCount.objects.filter(ends_at__lt=time.time() if now is None else now).delete()

@@ -47,11 +47,27 @@ async def end_sessions(user_id: int) -> None:
 
 
 async def stop(conversation_id: int, seq: int | None = None) -> None:
-    """Stop the conversation's streaming reply (only if it is reply `seq`, when given)."""
-    await get_channel_layer().group_send(
-        control_group(conversation_id),
-        {"type": "turn.stop", "conversation": conversation_id, "seq": seq},
-    )
+    """Stop the conversation's streaming reply (only if it is reply `seq`, when given), at once.
+    Best effort: the request is in the database too, where the streaming process's heartbeat
+    finds it within a beat (chat/turns/liveness.py)."""
+    try:
+        await get_channel_layer().group_send(
+            control_group(conversation_id),
+            {"type": "turn.stop", "conversation": conversation_id, "seq": seq},
+        )
+    except Exception:
+        log.warning("could not send Stop for conversation %s at once", conversation_id)
+
+
+async def reachable() -> bool:
+    """Whether the channel layer carries messages now: a send to a group no socket joins (a
+    round trip to Redis; nothing at all in memory)."""
+    try:
+        await get_channel_layer().group_send("reachable", {"type": "reachable"})
+    except Exception:
+        log.warning("the channel layer is not reachable", exc_info=True)
+        return False
+    return True
 
 
 class InMemoryLayer(InMemoryChannelLayer):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from django.conf import settings
 
-from chat import limits, transcript
+from chat import transcript
 from chat.events import BranchShown, MessageAdded, MessageChanged
 from chat.figures import load_panel
 from chat.models import Conversation, Message
@@ -25,17 +25,10 @@ from core.clean import number
 async def send(user, conversation_id, text) -> states.Claim:
     """Store the user's message; it runs now or waits its turn, never refused for being early."""
     text = states.clean_message(text)
-    claim = await db.run(_append_within_limit, user, conversation_id, text)
+    claim = await db.run(states.append, user, conversation_id, text)
     await _show_sent(claim)
     await show_recovered(claim.recovered)
     return claim
-
-
-def _append_within_limit(user, conversation_id, text: str) -> states.Claim:
-    # In the same database call as the append, before its transaction: one call per send,
-    # and the conversation is never locked while the cache is asked.
-    limits.hit(limits.SENDS, user.pk)
-    return states.append(user, conversation_id, text)
 
 
 async def _show_sent(claim: states.Claim) -> None:
@@ -74,15 +67,10 @@ async def new_version(user, conversation_id, seq, text=None) -> states.Claim:
     version there; the earlier ones stay switchable."""
     if text is not None:
         text = states.clean_message(text)
-    made = await db.run(_version_within_limit, user, conversation_id, seq, text)
+    made = await db.run(versions.new_version, user, conversation_id, seq, text)
     await outbox.send(made.conversation.pk, await db.run(_branch, made.conversation, made.after))
     await _show_sent(made.claim)
     return made.claim
-
-
-def _version_within_limit(user, conversation_id, seq, text) -> versions.NewVersion:
-    limits.hit(limits.SENDS, user.pk)  # a version is a request to the model, as a send is
-    return versions.new_version(user, conversation_id, seq, text)
 
 
 async def switch_version(user, conversation_id, seq, to) -> None:

@@ -20,6 +20,7 @@ import logging
 
 from django.conf import settings
 
+from chat import limits
 from chat.compactions import Opened
 from chat.events import ReplyStarted
 from chat.models import stale_before
@@ -114,7 +115,8 @@ async def _background() -> None:
 
 
 async def sweep() -> None:
-    """Close what dead processes left running, and start queues nobody is running."""
+    """Close what dead processes left running, start queues nobody is running, and forget the
+    limits' windows that have ended."""
     cutoff = stale_before()
     replies = await db.run(recovery.close_stale, cutoff)
     await show_recovered(replies)
@@ -124,6 +126,7 @@ async def sweep() -> None:
     for conversation_id in sorted(conversations):
         if not liveness.driving(conversation_id):
             kick(conversation_id)
+    await db.run(limits.sweep)
 
 
 async def shutdown() -> None:

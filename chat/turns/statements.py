@@ -72,9 +72,10 @@ def _hold_users_replies(user_id: int) -> None:
     """Until this transaction ends, no other transaction counts this user's streaming replies:
     the count and the reply it lets start are one step. On PostgreSQL two sends to two of the
     user's conversations lock two different rows, so each could count the other's reply as not
-    yet streaming; an advisory lock on the user orders them. Taken before any row lock, always,
-    so it cannot deadlock with them. SQLite needs none: its write transactions run one at a
-    time (IMMEDIATE), across processes too."""
+    yet streaming; an advisory lock on the user orders them. Taken after the send's count
+    (chat/limits.py) and before the conversation's lock on every path, so none can deadlock.
+    SQLite needs none: its write transactions run one at a time (IMMEDIATE), across processes
+    too."""
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute(

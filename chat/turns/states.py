@@ -26,7 +26,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from chat import compactions
+from chat import compactions, limits
 from chat.branches import Versions, versions
 from chat.compactions import Opened
 from chat.conversations import title_from
@@ -86,8 +86,9 @@ def clean_message(text) -> str:
 
 def append(user, conversation_id, text: str) -> Claim:
     """Store the user's message and the reply row that will answer it, in one transaction, and
-    claim that reply if nothing else runs. Three queries: lock the conversation, read what the
-    decision needs with the window's rows, insert the two messages."""
+    claim that reply if nothing else runs. Four queries: count it against the user's limit,
+    lock the conversation, read what the decision needs with the window's rows, insert the two
+    messages (on PostgreSQL a fifth, first: see `statements.lock`)."""
     content = [{"type": "text", "text": text}]
     with transaction.atomic():
         conversation = locked_for(user, conversation_id)
@@ -117,8 +118,11 @@ def append(user, conversation_id, text: str) -> Claim:
 
 
 def locked_for(user, conversation_id, *, touch: bool = True) -> Conversation:
-    """The user's conversation, locked, with the count of their other streaming replies
-    (`touch`: moved up the user's list, as activity)."""
+    """For a new request to the model (a send, a new version): counted against the user's
+    SENDS_PER_MINUTE, then the user's conversation, locked, with the count of their other
+    streaming replies (`touch`: moved up the user's list, as activity). The count is in the
+    caller's transaction: a send refused for any reason does not count."""
+    limits.hit(limits.SENDS, user.pk)
     conversation = statements.lock(
         conversation_id, user, touch=touch, count_streaming_elsewhere=True
     )

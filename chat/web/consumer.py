@@ -8,6 +8,7 @@ refusal is a notice for this socket only.
 from __future__ import annotations
 
 import json
+import logging
 
 from channels.consumer import get_handler_name
 from channels.generic.websocket import AsyncWebsocketConsumer
@@ -20,11 +21,21 @@ from chat.turns.tasks import hold
 from core import db, layers
 from core.errors import ActionError
 
+log = logging.getLogger(__name__)
+
 # A frame is the message plus htmx's headers; anything far beyond the message limit is refused
 # before it is parsed.
 FRAME_OVERHEAD = 8_192
 # The close code when the user's session ended elsewhere (4000-4999 are the application's).
 SESSION_ENDED = 4401
+# "Try again later": the channel layer (Redis) is down. The page shows its banner, reconnects by
+# itself once the layer is back, and fetches the transcript again, so it misses nothing.
+LAYER_DOWN = 1013
+LAYER_DOWN_NOTICE = (
+    "Live updates are paused: the server cannot reach Redis, which carries replies to your "
+    "tabs. What you did here is saved, and a reply is still written. This page reconnects by "
+    "itself when Redis is back and shows everything that happened meanwhile."
+)
 
 
 class ConversationConsumer(AsyncWebsocketConsumer):
@@ -43,8 +54,13 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         self.conversation_id = conversation.pk
         self.group = layers.conversation_group(conversation.pk)
         self.user_group = layers.user_group(self.user.pk)
-        await self.channel_layer.group_add(self.group, self.channel_name)
-        await self.channel_layer.group_add(self.user_group, self.channel_name)
+        try:
+            await self.channel_layer.group_add(self.group, self.channel_name)
+            await self.channel_layer.group_add(self.user_group, self.channel_name)
+        except Exception:  # Redis is down: the page keeps trying, and reconnects when it is back
+            self.conversation_id = None
+            await self.close(code=LAYER_DOWN)
+            return
         await self.accept()
         engine.ensure_started()  # servers without an ASGI lifespan start it on first use
 
@@ -61,8 +77,11 @@ class ConversationConsumer(AsyncWebsocketConsumer):
     async def disconnect(self, code) -> None:
         # The reply is not this socket's to cancel: it finishes and saves without it.
         if self.conversation_id is not None:
-            await self.channel_layer.group_discard(self.group, self.channel_name)
-            await self.channel_layer.group_discard(self.user_group, self.channel_name)
+            try:
+                await self.channel_layer.group_discard(self.group, self.channel_name)
+                await self.channel_layer.group_discard(self.user_group, self.channel_name)
+            except Exception:  # Redis is down: its groups' members expire there by themselves
+                log.info("left the groups of a closed socket to expire (layer unreachable)")
 
     async def receive(self, text_data=None, bytes_data=None) -> None:
         if text_data is None:
@@ -81,10 +100,17 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         handler = self.ACTIONS.get(action) if isinstance(action, str) else None
         if handler is None:
             return await self.refuse(f"Unknown action {str(frame.get('action'))[:40]!r}.")
+        # The action's own work is in the database and goes ahead either way; only what it
+        # tells the tabs travels through the layer. If that is down, this tab is told so and
+        # dropped, and catches up when it reconnects.
+        layer_up = await layers.reachable()
         try:
             await handler(self, frame)
         except ActionError as exc:
             await self.refuse(exc.reason, about=action)
+        if not layer_up:
+            await self.refuse(LAYER_DOWN_NOTICE, about="layer")
+            await self.close(code=LAYER_DOWN)
 
     async def refuse(self, reason: str, *, about: str = "") -> None:
         await self.send(text_data=frames.notice(reason, about=about))

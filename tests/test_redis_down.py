@@ -1,0 +1,124 @@
+"""Redis stopped and started again under a live chat, on a real server process with a Redis of
+its own: nothing the person did is lost, they are told what is going on, signing in and up keep
+working, and the tab picks up where it was once Redis is back."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import time
+
+import httpx2 as httpx  # the HTTP client the anthropic SDK installs
+import pytest
+from asgiref.sync import sync_to_async
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+from chat.models import Conversation, Message
+from chat.web.consumer import LAYER_DOWN
+from support.servers import free_port, listening, session_for
+from tests.servers import Server, Tab, wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+TOKEN = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
+
+
+class Redis:
+    """A redis-server of the test's own, on a port kept across a stop and a start."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> Redis:
+        self.process = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1"]
+            + ["--save", "", "--appendonly", "no"],
+            stdout=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 10
+        while not listening(self.port):
+            assert time.monotonic() < deadline, "redis-server did not start"
+            time.sleep(0.05)
+        return self
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+@pytest.fixture
+def redis():
+    server = Redis().start()
+    yield server
+    server.stop()
+
+
+def sign_up_and_in(base: str, name: str) -> tuple[int, int]:
+    """Sign up as `name`, then sign in again from a fresh browser: the two status codes."""
+    form = {"username": name, "password1": "a fine pass 123", "password2": "a fine pass 123"}
+    with httpx.Client(base_url=base, timeout=30) as browser:
+        token = TOKEN.search(browser.get("/accounts/signup/").text).group(1)
+        made = browser.post("/accounts/signup/", data={"csrfmiddlewaretoken": token, **form})
+    with httpx.Client(base_url=base, timeout=30) as browser:
+        token = TOKEN.search(browser.get("/accounts/login/").text).group(1)
+        signed_in = browser.post(
+            "/accounts/login/",
+            data={"csrfmiddlewaretoken": token, "username": name, "password": form["password1"]},
+        )
+    return made.status_code, signed_in.status_code
+
+
+async def test_a_chat_lives_through_redis_stopping_and_starting(alice, fake_anthropic, redis):
+    server = Server(fake_anthropic.url, REDIS_URL=redis.url).start()
+    base = f"http://127.0.0.1:{server.port}"
+    try:
+        conversation = await Conversation.objects.acreate(owner=alice, model="claude-test")
+        key = await sync_to_async(session_for)(alice)
+        tab = await Tab(server, conversation.pk, key).open()
+        await tab.send(action="send", message="before")
+        await tab.until(lambda f: "Hello from the fake server" in f and "streaming" not in f)
+
+        redis.stop()
+        await tab.send(action="send", message="while Redis is down")
+        notice = await tab.until(lambda f: 'id="notice"' in f)
+        assert "Live updates are paused: the server cannot reach Redis" in notice
+        assert any('id="send-accepted"' in f for f in tab.frames)  # the composer empties
+        with pytest.raises(ConnectionClosed) as closed:
+            await tab.until(lambda f: False, timeout=10)
+        assert closed.value.rcvd.code == LAYER_DOWN  # the page shows its banner and retries
+        with pytest.raises(InvalidStatus):
+            await Tab(server, conversation.pk, key).open()
+        # The message is kept and answered; the page and signing up and in still work.
+        answered = Message.objects.filter(
+            conversation=conversation, seq=4, status=Message.Status.COMPLETE
+        )
+        await wait_for(answered.aexists, timeout=20)
+        texts = [m.text async for m in Message.objects.filter(conversation=conversation)]
+        assert texts[2:] == ["while Redis is down", "Hello from the fake server."]
+        page = await sync_to_async(httpx.get)(
+            f"{base}/conversations/{conversation.pk}/", cookies={"sessionid": key}
+        )
+        assert page.status_code == 200 and "while Redis is down" in page.text
+        assert await sync_to_async(sign_up_and_in)(base, "newcomer") == (302, 302)
+
+        redis.start()
+
+        async def reopened():
+            try:
+                return await Tab(server, conversation.pk, key).open()
+            except (InvalidStatus, OSError):
+                return None
+
+        tab = await wait_for(reopened, timeout=20, every=0.5)
+        await tab.send(action="send", message="after")
+        await tab.until(lambda f: "Hello from the fake server" in f and "streaming" not in f)
+        assert "Live updates are paused" not in "".join(tab.frames)
+        await tab.close()
+    finally:
+        server.stop()
