@@ -149,3 +149,18 @@ async def test_the_limits_hold_across_server_processes(alice, fake_anthropic):
     finally:
         first.stop()
         second.stop()
+
+
+def test_a_place_given_back_is_taken_again_and_ended_windows_are_swept(settings):
+    from chat.models import LimitCount
+
+    settings.SIGNUPS_PER_HOUR = 1
+    start = 7_200_000.0  # an hour's start
+    limits.hit(limits.SIGNUPS, "addr", now=start + 1)
+    limits.release(limits.SIGNUPS, "addr", now=start + 2)  # that form had a mistake
+    limits.hit(limits.SIGNUPS, "addr", now=start + 3)
+    with pytest.raises(limits.Limited):
+        limits.hit(limits.SIGNUPS, "addr", now=start + 4)
+    limits.hit(limits.SIGNUPS, "addr", now=start + 3601)  # the next hour's window
+    limits.sweep(now=start + 3602)
+    assert list(LimitCount.objects.values_list("count", flat=True)) == [1]
