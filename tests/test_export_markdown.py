@@ -12,7 +12,7 @@ from django.test import AsyncClient
 from django.test.utils import CaptureQueriesContext
 from markdown_it import MarkdownIt
 
-from chat import exports
+from chat import exports, safe_markdown
 from chat.models import Conversation, Message
 from compaction.models import Compaction
 from tests.transcripts import add_turns, text_block
@@ -275,9 +275,9 @@ def test_verbatim_parts_sit_in_fences_longer_than_any_backticks_inside(client, a
 
 
 def test_inline_values_are_escaped():
-    assert exports.inline("a *b*\n<i>#1</i>") == r"a \*b\* \<i\>\#1\</i\>"
-    assert exports.code_span("a`b") == "``a`b``"
-    assert exports.code_span("`edge`") == "`` `edge` ``"
+    assert safe_markdown.inline("a *b*\n<i>#1</i>") == r"a \*b\* \<i\>\#1\</i\>"
+    assert safe_markdown.code_span("a`b") == "``a`b``"
+    assert safe_markdown.code_span("`edge`") == "`` `edge` ``"
 
 
 @pytest.mark.parametrize(
@@ -294,7 +294,7 @@ def test_inline_values_are_escaped():
 def test_raw_html_inside_a_paragraph_reads_as_text_and_code_spans_keep_theirs(text):
     """As the chat page shows it: a reader that passes raw HTML through gets no element from a
     message, while what sat in a code span is still code, unchanged."""
-    html = _reader.render(exports.contained(text))
+    html = _reader.render(safe_markdown.contained(text))
     for tag in ("<img", "<b>", "<span", "<script", "<u>", "<!--"):
         assert tag not in html
     assert html.count("<code>") == text.count("`") // 2
@@ -306,9 +306,30 @@ def test_raw_html_inside_a_paragraph_reads_as_text_and_code_spans_keep_theirs(te
 def test_a_tag_the_quick_pass_misplaces_is_escaped_one_at_a_time():
     # An escaped backtick opens no code span, so the first <b> is a tag, not code.
     text = "A \\`<b>` and <b>x</b>"
-    html = _reader.render(exports.contained(text))
+    html = _reader.render(safe_markdown.contained(text))
     assert "<b>" not in html and "<code" not in html  # not code, and not fenced whole
     assert "`&lt;b&gt;` and &lt;b&gt;x&lt;/b&gt;" in html
+
+
+def test_a_link_reference_in_one_message_links_nothing_in_another(client, alice, conversation):
+    """Markdown's reference definitions are global to a document: each message's are text."""
+    client.force_login(alice)
+    add(conversation, 1, "user", "Where is it?\n\n[here]: https://evil.example/phish")
+    add(conversation, 2, "assistant", "Look [here] or at [here][] – and `[here]: kept` as code.")
+    add(conversation, 3, "user", "> - [docs]: https://evil.example/2\n\n```\n[x]: y\n```")
+    html = _reader.render(download(client, conversation))
+    assert "evil.example" in html and "<a " not in html  # shown as the text it is
+    assert "<code>[here]: kept</code>" in html and "[x]: y" in html  # code keeps its text
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["[a]: /x\n[a]", "  [a]:\n  /x 'title'\n\n[a]", "[a\nb]: /x\n\n[a b]", "1. [a]: /x\n\n[a]"],
+)
+def test_reference_definitions_never_survive_containment(text):
+    env: dict = {}
+    _reader.parse(safe_markdown.contained(text), env)
+    assert not env.get("references")
 
 
 # --- cost and streaming --------------------------------------------------------------------------
