@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from chat.branches import parent_of
 from chat.models import NO_SUCH_CONVERSATION, Conversation, Message, Pin
+from chat.transcript import current_branch, first_kept_seq
 from compaction.state import budget_for
 from core.clean import SYSTEM_PROMPT, TITLE, clean, number, scrubbed
 from core.errors import ActionError
@@ -107,6 +108,9 @@ def delete_conversation(user, conversation_id) -> Conversation:
     return conversation
 
 
+NO_SUCH_MESSAGE = "That message does not exist."
+
+
 def set_pinned(user, message_id, pinned: bool) -> Message:
     message = (
         Message.objects.select_related("conversation")
@@ -114,14 +118,29 @@ def set_pinned(user, message_id, pinned: bool) -> Message:
         .first()
     )
     if message is None:
-        raise ActionError("That message does not exist.")
+        raise ActionError(NO_SUCH_MESSAGE)
     if message.status in (Message.Status.STREAMING, Message.Status.QUEUED):
         raise ActionError("Wait for the reply to finish before pinning it.")
+    if pinned and _abandoned(message):
+        raise ActionError(
+            "That version was left behind on another branch and folded away by a compaction: "
+            "it is not part of this conversation any more, so it cannot be pinned."
+        )
     if pinned:
         Pin.objects.get_or_create(message=message, conversation=message.conversation)
     else:
         Pin.objects.filter(message=message).delete()
     return message
+
+
+def _abandoned(message: Message) -> bool:
+    """Off the branch, before the latest boundary: a compaction folded the branch there for good
+    and unpinned what was left off it (chat/compactions.unpin_abandoned); pinned, it would ride
+    in the window. Read whole only for a message that old."""
+    conversation = message.conversation
+    return message.seq < first_kept_seq(conversation) and message.seq not in current_branch(
+        conversation
+    )
 
 
 # --- the sidebar's actions -----------------------------------------------------------------------

@@ -13,6 +13,7 @@ from chat.models import Conversation, Message
 from chat.state import read_state
 from chat.window import load_window
 from compaction.models import Compaction
+from compaction.prompt import SYSTEM_PROMPT
 from support.waiting import settle
 from tests.conftest import frame, receive_until, shows, socket_for
 from tests.transcripts import committed_boundary
@@ -462,9 +463,10 @@ async def test_a_reply_asked_again_after_making_room_shows_under_its_message(
 async def _four_long_turns(ws, conversation, fake_llm, settings) -> None:
     settings.CONTEXT_BUDGET_TOKENS = 20_000
     for n in range(1, 5):
-        fake_llm.enqueue([f"Reply {n}: " + "noted " * 60])
-        await turn(ws, conversation, f"Turn {n} " + "word " * 120, 2 * n)
-    settings.CONTEXT_BUDGET_TOKENS = 1_000  # a version now waits for a compaction first
+        fake_llm.enqueue([f"Reply {n}: " + "noted " * 240])
+        await turn(ws, conversation, f"Turn {n} " + "word " * 480, 2 * n)
+    # A version now waits for a compaction first (its summary requests fit this budget too).
+    settings.CONTEXT_BUDGET_TOKENS = 4_000
 
 
 @pytest.mark.django_db(transaction=True)
@@ -480,6 +482,8 @@ async def test_a_version_taken_back_while_queued_gives_the_earlier_one_back(
     await _four_long_turns(ws, conversation, fake_llm, settings)
     gate = asyncio.Event()
     fake_llm.enqueue_text("<summary>## Primary request\nWords.</summary>", gate=gate, gate_at=0)
+    for _ in range(5):  # the span may be folded in parts: each asks for its brief
+        fake_llm.enqueue_text("<summary>## Primary request\nWords.</summary>")
     if action == "edit":
         await ws.send_to(text_data=frame(action="edit", message=7, text="Turn 4, shorter."))
         cancel = 9  # the edited message, with its reply 10
@@ -499,7 +503,10 @@ async def test_a_version_taken_back_while_queued_gives_the_earlier_one_back(
     # The branch on screen is the one before the version again, ending at reply 8.
     assert (await Conversation.objects.aget(pk=conversation.pk)).leaf_seq == 8
     assert shown(await page_of(conversation.pk))[-2:] == [7, 8]
-    assert len(fake_llm.calls) == 5  # four turns and the summary: the version was never sent
+    # Four turns and the summary's requests: the version was never sent.
+    assert [c.system == SYSTEM_PROMPT for c in fake_llm.calls[4:]] == [True] * (
+        len(fake_llm.calls) - 4
+    ) and len(fake_llm.calls) > 4
     await ws.disconnect()
 
 
@@ -533,6 +540,28 @@ def test_a_boundary_unpins_versions_it_folds_away(conversation):
     state = load_window(conversation)
     unpin_abandoned(conversation.pk, state, first_kept=6)
     assert sorted(Pin.objects.values_list("message__seq", flat=True)) == [2, 6]
+
+
+@pytest.mark.django_db
+def test_a_version_a_boundary_folded_away_cannot_be_pinned_again(client, alice, conversation):
+    from chat.models import Pin
+
+    _edited_conversation(conversation)  # branch 1 2 5 6; 3 and 4 abandoned
+    Compaction.objects.create(
+        conversation=conversation,
+        trigger="manual",
+        status="committed",
+        first_kept_seq=6,
+        summary="## Primary request and intent\nEdits.",
+    )
+    client.force_login(alice)
+    message = {m.seq: m.pk for m in Message.objects.filter(conversation=conversation)}
+    refused = client.post(f"/messages/{message[3]}/pin/", {"pinned": "1"})
+    assert refused.status_code == 400
+    assert "left behind on another branch" in refused.content.decode()
+    assert client.post(f"/messages/{message[2]}/pin/", {"pinned": "1"}).status_code == 200
+    assert list(Pin.objects.values_list("message__seq", flat=True)) == [2]
+    assert [e.seq for e in load_window(conversation).pinned_before_cut] == [2]
 
 
 @pytest.mark.django_db

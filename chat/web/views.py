@@ -221,7 +221,11 @@ def message_pin(request: HttpRequest, message_id: int) -> HttpResponse:
     try:
         message = conversations.set_pinned(request.user, message_id, pinned)
     except ActionError as exc:
-        raise Http404(exc.reason) from None
+        # Said in the page's notice (chat.js); an unknown or another user's message is a 404.
+        unknown = exc.reason == conversations.NO_SUCH_MESSAGE
+        return HttpResponse(
+            exc.reason, status=404 if unknown else 400, content_type="text/plain; charset=utf-8"
+        )
     return HttpResponse(frames.message(transcript.item_of(message, pinned)))
 
 

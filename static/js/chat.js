@@ -205,6 +205,22 @@
     if (e.target.closest("#retry")) window.location.reload();
   });
 
+  // A request from the transcript refused (a pin on a message that cannot be pinned): its
+  // reason, sent as plain text, is said in the notice above the composer.
+  document.addEventListener("htmx:responseError", function (e) {
+    var elt = e.detail.elt;
+    if (!elt || !elt.closest || elt.closest(".sidebar")) return; // the sidebar says its own
+    var notice = document.getElementById("notice");
+    var xhr = e.detail.xhr;
+    if (!notice) return;
+    var plain = (xhr.getResponseHeader("Content-Type") || "").indexOf("text/plain") === 0;
+    notice.textContent = plain && xhr.responseText ? xhr.responseText
+      : "That did not work (error " + xhr.status + "). Reload the page and try again.";
+    notice.className = "notice error";
+    notice.removeAttribute("data-about");
+    notice.hidden = false;
+  });
+
   // A boundary in the panel links to its divider, which may sit above the loaded page: load
   // older messages until it is there (a bounded number of pages), then scroll to it.
   document.addEventListener("click", function (e) {
