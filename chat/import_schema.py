@@ -96,6 +96,7 @@ def _block(raw, where: str, role: str, calls: Calls, asked: set, answered: set) 
     kind = raw.get("type")
     if not isinstance(kind, str):
         raise ActionError(f"The {where} has a type that is {describe(kind)}; it must be text.")
+    _text(kind, f"the type of the {where}")
     if kind == "text":
         return {"type": "text", "text": _text(raw.get("text"), f"the text of {where}")}
     if kind == "tool_use":
@@ -160,6 +161,7 @@ def _result_content(content, where: str):
                 f"Part {i} of the content of {where} is {describe(inner)}; "
                 "it must be a block with a type."
             )
+        _text(inner["type"], f"the type of part {i} of {where}")
         if inner["type"] == "text":
             kept.append({"type": "text", "text": _text(inner.get("text"), f"part {i} of {where}")})
         else:
@@ -172,7 +174,7 @@ def not_imported(what: str) -> dict:
 
 
 def _shown(kind: str) -> str:
-    return repr(kind[:40].replace("\x00", ""))
+    return repr(kind[:40])
 
 
 def top(fields: dict) -> tuple[str, str | None]:
@@ -231,7 +233,8 @@ def _node(node, key: str, where: str) -> tuple[str | None, tuple[str, str] | Non
     parent = node.get("parent")
     if parent is not None and not isinstance(parent, str):
         raise ActionError(f"The parent of {at} is {describe(parent)}; it must be a node's id.")
-    children = node.get("children") or []
+    children = node.get("children")
+    children = [] if children is None else children
     if not isinstance(children, list) or not all(isinstance(c, str) for c in children):
         raise ActionError(f"The children of {at} must be a list of node ids.")
     message = node.get("message")
