@@ -103,11 +103,16 @@ def _block(raw, where: str, role: str, calls: Calls, asked: set, answered: set) 
         return _tool_use(raw, where, role, calls, asked)
     if kind == "tool_result":
         return _tool_result(raw, where, role, asked, answered)
-    if kind == "image":
+    return _other(raw)
+
+
+def _other(raw: dict) -> dict:
+    """A block of a type not imported (the app shows no images), as text saying what it was."""
+    if raw["type"] == "image":
         source = raw.get("source")
         url = isinstance(source, dict) and source.get("type") == "url"
         return not_imported("an image from a URL" if url else "an image")
-    return not_imported(f"a {_shown(kind)} block")
+    return not_imported(f"a {_shown(raw['type'])} block")
 
 
 def _tool_use(raw: dict, where: str, role: str, calls: Calls, asked: set) -> dict:
@@ -165,7 +170,7 @@ def _result_content(content, where: str):
         if inner["type"] == "text":
             kept.append({"type": "text", "text": _text(inner.get("text"), f"part {i} of {where}")})
         else:
-            kept.append(not_imported(f"a {_shown(inner['type'])} block"))
+            kept.append(_other(inner))
     return kept
 
 
