@@ -7,10 +7,11 @@ request over the prefix matches the chat's byte for byte); nothing here reads th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from datetime import datetime, timedelta
 
-from compaction import brief
+from compaction import brief, chunks
 from compaction.entries import Entry
 from compaction.policy import Budget
 from compaction.prompt import build_prefix_request, build_summary_request
@@ -64,45 +65,30 @@ async def summarise(
     previous_summary: str | None,
     instructions: str = "",
     *,
+    budget: int | None = None,
     max_tokens: int = 4096,
     max_chars: int = 6000,
     over_prefix: Request | None = None,
+    on_part: Callable[[int, int], Awaitable[None]] | None = None,
 ) -> brief.SummaryResult:
     """The summary from the model, falling back to rules on any fault. Never empty.
 
     Asked over the conversation's prefix when `over_prefix` is given; if what comes back holds
     no usable summary (the model went on with the conversation, or called a tool), asked again
-    over a separate transcript. A provider fault falls back to rules at once."""
+    over a separate transcript: in parts when it does not fit the summariser's window (the
+    conversation's `budget`, within the model's context window), each part's brief carried into
+    the next, `on_part(number, count)` awaited before each. A provider fault falls back to
+    rules at once, over what the parts before it have not folded."""
     capabilities = client.capabilities(model)
     if not capabilities.can_summarise:
         # An offline stand-in cannot summarise; rules are the honest answer, not a failure.
         return brief.by_rules(entries, previous_summary, instructions, max_chars=max_chars)
-    system, messages = build_summary_request(entries, previous_summary, instructions)
-    separate = Request(
-        model=model,
-        system=system,
-        messages=messages,
-        max_tokens=max_tokens,
-        # The summariser's instructions are the same every time; the transcript never is.
-        cache_head=0 if capabilities.supports_caching else None,
-        cache_latest=False,
-    )
     spent = Usage()
-    for request in (over_prefix, separate):
-        if request is None:
-            continue
+    if over_prefix is not None:
         try:
-            final = await registry.complete(client, request)
+            final = await registry.complete(client, over_prefix)
         except Exception as exc:  # provider faults of any kind fall back, never lose the turn
-            reason = getattr(exc, "reason", None) or str(exc) or type(exc).__name__
-            return brief.by_rules(
-                entries,
-                previous_summary,
-                instructions,
-                max_chars=max_chars,
-                error=f"model summary call failed: {reason}",
-                usage=spent,
-            )
+            return _by_rules(entries, previous_summary, instructions, max_chars, exc, spent)
         spent = spent.plus(final.usage)
         result = brief.from_output(
             final.text,
@@ -115,7 +101,65 @@ async def summarise(
         )
         if result.summariser == "model":
             return result
+    window = chunks.summary_window(budget, capabilities.context_window)
+    room = chunks.room(window, max_tokens, previous_summary, instructions)
+    if room is None:
+        error = f"the summariser's window ({window:,} tokens) cannot hold a summary request"
+        return brief.by_rules(
+            entries, previous_summary, instructions, max_chars=max_chars, error=error, usage=spent
+        )
+    previous_summary = chunks.fitted_brief(previous_summary, room.brief)
+    parts = chunks.parts(entries, room.transcript, room.first(previous_summary)) or [[]]
+    carried, done = previous_summary, 0
+    for number, part in enumerate(parts, start=1):
+        if on_part is not None and len(parts) > 1:
+            await on_part(number, len(parts))
+        rest = entries[done:]  # what a fallback now covers: the parts not folded yet
+        which = f"part {number} of {len(parts)}: " if len(parts) > 1 else ""
+        system, messages = build_summary_request(
+            part, chunks.fitted_brief(carried, room.brief), instructions
+        )
+        request = Request(
+            model=model,
+            system=system,
+            messages=messages,
+            max_tokens=room.reply,
+            # The summariser's instructions are the same every time; the transcript never is.
+            cache_head=0 if capabilities.supports_caching else None,
+            cache_latest=False,
+        )
+        try:
+            final = await registry.complete(client, request)
+        except Exception as exc:  # provider faults of any kind fall back, never lose the turn
+            return _by_rules(rest, carried, instructions, max_chars, exc, spent, which)
+        spent = spent.plus(final.usage)
+        result = brief.from_output(
+            final.text,
+            final.stop_reason,
+            spent,
+            rest,
+            carried,
+            instructions,
+            max_chars=max_chars,
+        )
+        if result.summariser != "model":
+            return replace(result, error=which + result.error)
+        carried, done = result.summary, done + len(part)
     return result
+
+
+def _by_rules(
+    entries, previous, instructions, max_chars, exc: Exception, spent: Usage, which: str = ""
+) -> brief.SummaryResult:
+    reason = getattr(exc, "reason", None) or str(exc) or type(exc).__name__
+    return brief.by_rules(
+        entries,
+        previous,
+        instructions,
+        max_chars=max_chars,
+        error=f"{which}model summary call failed: {reason}",
+        usage=spent,
+    )
 
 
 def fallback_chars(budget: Budget, replaced_tokens: int) -> int:
