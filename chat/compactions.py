@@ -203,13 +203,19 @@ def close(opened: Opened, result: SummaryResult, duration_ms: int, *, review: bo
 
 def unpin_abandoned(conversation_id: int, state: WindowState, first_kept: int) -> None:
     """A boundary at `first_kept` folds the branch before it for good: pins on other versions
-    there (off the branch, so never shown again, nor unpinnable) must not ride in the window."""
+    there (off the branch, so never shown again, nor unpinnable) must not ride in the window.
+    The pins in the span are read and the branch's messages told apart here: a query naming
+    the branch's messages would bind one value per message (an imported conversation's tens of
+    thousands are more than a database takes in one statement). Pins are few: people make them."""
     kept = {e.seq for e in state.entries}
-    Pin.objects.filter(
+    pins = Pin.objects.filter(
         conversation_id=conversation_id,
         message__seq__gte=state.first_kept,
         message__seq__lt=first_kept,
-    ).exclude(message__seq__in=kept).delete()
+    ).values_list("pk", "message__seq")
+    abandoned = [pk for pk, seq in pins if seq not in kept]
+    if abandoned:
+        Pin.objects.filter(pk__in=abandoned).delete()
 
 
 def _count_auto_outcome(conversation_id: int, failed: bool) -> None:

@@ -2,9 +2,10 @@
 
 A compaction is a step of its conversation's queue, like a reply: opened in a claim (the check
 before a request, the policy after a reply, mid-turn when a turn's tool results fill the window,
-or a person's "compact now"), run here (one summariser call, or the rule-based brief), closed in
-one transaction (chat/compactions.py), and what became of it is sent to every tab. A row is
-never left running: a cancel or a crash marks it failed at once.
+or a person's "compact now"), run here (a summariser call, one per part of a span too long for
+one request, or the rule-based brief), closed in one transaction (chat/compactions.py), and what
+became of it is sent to every tab. A row is never left running: a cancel or a crash marks it
+failed at once.
 """
 
 from __future__ import annotations
@@ -42,17 +43,25 @@ async def run(opened: Opened) -> Compaction:
     started = time.monotonic()
     try:
         client = registry.client_for(conversation.model)
+
+        async def part(number: int, count: int) -> None:
+            # A long span is folded in parts, one request each: say how far it has got.
+            text = f"Compacting ({row.trigger}): summarising part {number} of {count}…"
+            await outbox.send(conversation.pk, Progress(text))
+
         result = await summariser.summarise(
             client,
             conversation.model,
             opened.older,
             opened.state.summary,
             row.instructions,
+            budget=opened.state.budget.total,
             max_tokens=settings.SUMMARY_MAX_TOKENS,
             max_chars=summariser.fallback_chars(
                 opened.state.budget, sum(e.tokens for e in opened.older)
             ),
             over_prefix=await _over_prefix(opened, client),
+            on_part=part,
         )
         review = conversation.review_compactions and not opened.before_reply
         duration_ms = int((time.monotonic() - started) * 1000)
