@@ -39,7 +39,9 @@ GOOD = (
 
 @pytest.fixture(autouse=True)
 def small_budget(settings):
-    settings.CONTEXT_BUDGET_TOKENS = 2_000
+    # Small enough to compact after a few turns, large enough for one summary request to hold
+    # what a compaction folds away (a larger span is folded in parts: tests/test_summary_parts.py).
+    settings.CONTEXT_BUDGET_TOKENS = 3_000
     settings.KEEP_TAIL_SHARE = 0.25
 
 
@@ -105,7 +107,7 @@ async def test_the_second_compaction_revises_the_first_summary(conversation):
     client = FakeClient()
     client.enqueue([GOOD])
     await compact(conversation, client)
-    await sync_to_async(add_turns)(conversation, 8)
+    await sync_to_async(add_turns)(conversation, 4)
     client.enqueue(["<summary>\n## Primary request and intent\nRevised brief.\n</summary>"])
     second = await compact(conversation, client)
     request = str(client.calls[-1].messages)
@@ -235,7 +237,7 @@ async def test_repeated_auto_failures_pause_auto_compaction_and_a_success_clears
     conversation, settings
 ):
     settings.COMPACT_FAILURE_LIMIT = 3
-    await sync_to_async(add_turns)(conversation, 20)
+    await sync_to_async(add_turns)(conversation, 8)
     broken = FakeClient()
     for attempt in range(3):
         # A summary bigger than what it replaces cannot be committed: a failure.

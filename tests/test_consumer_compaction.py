@@ -84,7 +84,10 @@ async def test_review_then_approve_an_edit_then_undo(alice, long_conversation, f
     await ws.disconnect()
 
 
-async def test_a_draft_can_be_regenerated_with_new_instructions(alice, long_conversation, fake_llm):
+async def test_a_draft_can_be_regenerated_with_new_instructions(
+    alice, long_conversation, fake_llm, settings
+):
+    settings.CONTEXT_BUDGET_TOKENS = 3_000  # each draft in one summary request
     long_conversation.review_compactions = True
     await long_conversation.asave()
     fake_llm.enqueue(["<summary>First draft.</summary>"])

@@ -165,8 +165,9 @@ async def test_the_same_long_conversation_auto_compacts_under_the_small_model_on
     # Past 60% of 2,000 but well under 60% of 8,000.
     assert compacted["small-model"] == [("auto", "committed")]
     assert compacted["big-model"] == []
-    # Each conversation's stored model is the one asked (reply, summary, reply).
-    assert [call.model for call in fake_llm.calls] == ["small-model"] * 2 + ["big-model"]
+    # Each conversation's stored model is the one asked (reply, the summary's requests, reply).
+    asked = [call.model for call in fake_llm.calls]
+    assert asked == ["small-model"] * (len(asked) - 1) + ["big-model"] and len(asked) >= 3
 
 
 # --- the setting ---------------------------------------------------------------------------------
