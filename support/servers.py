@@ -1,10 +1,12 @@
 """What tests and benches that start real server processes share: a free port to give one, a
-check that it listens, and a logged-in session for a user (the cookie a browser tab would
-send)."""
+check that it listens, a redis-server to stop and start, and a logged-in session for a user (the
+cookie a browser tab would send)."""
 
 from __future__ import annotations
 
 import socket
+import subprocess
+import time
 
 HOST = "127.0.0.1"
 
@@ -22,6 +24,35 @@ def listening(port: int, host: str = HOST, timeout: float = 0.5) -> bool:
     except OSError:
         return False
     return True
+
+
+class Redis:
+    """A redis-server of the test's own, on a port kept across a stop and a start."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> Redis:
+        self.process = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--bind", HOST]
+            + ["--save", "", "--appendonly", "no"],
+            stdout=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 10
+        while not listening(self.port):
+            assert time.monotonic() < deadline, "redis-server did not start"
+            time.sleep(0.05)
+        return self
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
 
 
 def session_for(user) -> str:

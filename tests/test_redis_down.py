@@ -5,8 +5,6 @@ working, and the tab picks up where it was once Redis is back."""
 from __future__ import annotations
 
 import re
-import subprocess
-import time
 
 import httpx2 as httpx  # the HTTP client the anthropic SDK installs
 import pytest
@@ -15,41 +13,12 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from chat.models import Conversation, Message
 from chat.web.consumer import LAYER_DOWN
-from support.servers import free_port, listening, session_for
+from support.servers import Redis, session_for
 from tests.servers import Server, Tab, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 TOKEN = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
-
-
-class Redis:
-    """A redis-server of the test's own, on a port kept across a stop and a start."""
-
-    def __init__(self) -> None:
-        self.port = free_port()
-        self.process: subprocess.Popen | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> Redis:
-        self.process = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1"]
-            + ["--save", "", "--appendonly", "no"],
-            stdout=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 10
-        while not listening(self.port):
-            assert time.monotonic() < deadline, "redis-server did not start"
-            time.sleep(0.05)
-        return self
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
 
 
 @pytest.fixture
