@@ -123,7 +123,7 @@ async def test_a_5_mb_message_is_summarised_through_requests_that_each_fit_the_b
         size = estimate_request(system_text(request), request["messages"])
         assert size + request["max_tokens"] <= 4_000
     folded = "\n".join(r["messages"][0]["content"][0]["text"] for r in asked)
-    assert "START of the log" in folded and "END" in folded  # its head and its tail
+    assert "START of the log" in folded and "long log\nEND" in folded  # its head and its tail
     assert "read_messages(from_seq=1, to_seq=1)" in folded
     for request in fake_anthropic.requests:  # and the reply's own request
         assert estimate_request(system_text(request), request["messages"]) <= 4_000
