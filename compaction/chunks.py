@@ -14,7 +14,6 @@ by); the calls are compaction/summariser.py's.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
 from compaction.entries import Entry
 from compaction.prompt import build_summary_request, neutralise_tags, render_block, render_entry
@@ -77,7 +76,6 @@ def room(window: int, max_tokens: int, previous: str | None, instructions: str) 
     return found if found.transcript >= MIN_TRANSCRIPT else None
 
 
-@lru_cache(maxsize=64)  # the same instructions for every part; the framing is fixed text
 def framing_tokens(instructions: str) -> int:
     """A summary request's estimate without its transcript and brief (with the framing both
     bring: tags and the rule to revise): what every part pays."""
