@@ -158,16 +158,31 @@
   // A dropped socket: show the banner; htmx's ws extension reconnects by itself, and when it
   // does we re-fetch the transcript and panel so nothing is missed and nothing doubles.
   var dropped = false;
+  var open = false;
+  function layerNotice() {
+    var notice = document.getElementById("notice");
+    return notice && !notice.hidden && notice.dataset.about === "layer" ? notice : null;
+  }
   document.addEventListener("htmx:wsClose", function () {
+    var wasOpen = open;
+    open = false;
     dropped = true;
     var banner = document.getElementById("connection");
     if (banner) banner.hidden = false;
+    // Dropped because the server cannot reach Redis (its notice came just before): pages still
+    // load, so show now what it stored (the message just sent, which no frame will bring). The
+    // reply comes with the reconnect. Not again on each refused reconnect.
+    if (wasOpen && layerNotice()) refetch(1);
   });
   document.addEventListener("htmx:wsOpen", function () {
+    open = true;
     var banner = document.getElementById("connection");
     if (banner) banner.hidden = true;
     if (!dropped) return;
     dropped = false;
+    // A socket opens only with Redis reachable: live updates are not paused any more.
+    var notice = layerNotice();
+    if (notice) notice.hidden = true;
     composerDone(); // whether it arrived shows in the re-fetched transcript; the text stays
     refetch(3);
   });

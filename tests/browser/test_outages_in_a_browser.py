@@ -1,0 +1,178 @@
+"""What a person sees when something is refused or down, in a real browser, on a desktop and on a
+390 px phone: Redis stopping and starting under an open conversation, and an import refused.
+
+Screenshots go to pytest's temporary directory (printed with -s), to look at.
+"""
+
+from __future__ import annotations
+
+import pytest
+from playwright.sync_api import expect
+
+from support.servers import Redis
+
+from .conftest import (
+    message_ids,
+    new_context,
+    new_conversation,
+    serve,
+    signup,
+    turn,
+    wait_replies,
+)
+
+pytestmark = pytest.mark.browser
+
+PHONE = {"width": 390, "height": 844}
+# The same phone with its browser's address bar and toolbar showing: what is left for the page.
+PHONE_WITH_BARS = {"width": 390, "height": 664}
+DESKTOP = {"width": 1280, "height": 860}
+PAUSED = "Live updates are paused"
+# Scrolled to the end of the conversation: the newest message just above the composer (on a
+# phone the context panel follows below; the page's own end is that panel's).
+END_OF_CONVERSATION = """() => {
+    const main = document.getElementById('main');
+    window.scrollTo(0, main.getBoundingClientRect().bottom + window.scrollY - window.innerHeight);
+}"""
+
+
+def shoot(page, path, *visible) -> None:
+    """The page now, on a desktop and on a phone, scrolled to the end where the person is typing;
+    at both sizes each of `visible` must be in view there. The desktop size is put back."""
+    for size, name in ((DESKTOP, "desktop"), (PHONE, "phone")):
+        page.set_viewport_size(size)
+        page.evaluate(END_OF_CONVERSATION)
+        for locator in visible:
+            expect(locator).to_be_in_viewport()
+        page.screenshot(path=f"{path}-{name}.png")
+    page.set_viewport_size(DESKTOP)
+
+
+def watch_socket(page) -> None:
+    """Record, in the page, when the banner shows and hides and when the socket tries to
+    connect (ms since the page loaded)."""
+    page.evaluate(
+        """() => {
+            window.__banner = [];
+            window.__attempts = [];
+            const banner = document.getElementById('connection');
+            new MutationObserver(() => window.__banner.push([banner.hidden, performance.now()]))
+                .observe(banner, {attributes: true, attributeFilter: ['hidden']});
+            document.addEventListener('htmx:wsConnecting',
+                () => window.__attempts.push(performance.now()));
+        }"""
+    )
+
+
+def test_a_tab_lives_through_redis_stopping_and_starting(browser, tmp_path):
+    """Redis stops under an open conversation: what the person sends is kept and answered, they
+    are told (where they are typing) that live updates are paused, and once Redis is back the
+    page catches up by itself and the notice goes."""
+    redis = Redis().start()
+    try:
+        with serve(REDIS_URL=redis.url) as base:
+            context = new_context(browser)
+            try:
+                page = context.new_page()
+                signup(page, base)
+                new_conversation(page)
+                # Enough turns for the page to scroll: the top of the page is out of sight.
+                turn(page, "Before Redis stops: the harbour hall is booked for Friday.")
+                turn(page, "The band arrives at six and needs a socket by the stage.")
+                turn(page, "The florist brings the tables' flowers at four.")
+                watch_socket(page)
+
+                redis.stop()
+                box = page.locator("#message-input")
+                box.fill("While Redis is down: the caterer needs the head count, OSPREY.")
+                box.press("Enter")
+                notice = page.locator("#notice")
+                banner = page.locator("#connection")
+                expect(notice).to_contain_text(PAUSED)
+                expect(banner).to_be_visible()
+                expect(box).to_have_value("")  # the server has it: the composer is emptied
+                # The page still loads over HTTP: the stored message shows while Redis is down.
+                expect(page.locator("#msg-7")).to_contain_text("OSPREY")
+                # Handshakes are refused while Redis is down: let the page try a few times.
+                page.wait_for_function("() => window.__attempts.length >= 3", timeout=20_000)
+                shoot(page, tmp_path / "redis-down", notice, banner)
+                expect(banner).to_be_visible()
+
+                restarted = page.evaluate("performance.now()")
+                redis.start()
+                expect(banner).to_be_hidden(timeout=40_000)
+                hidden_at = page.evaluate("window.__banner.at(-1)[1]")
+                attempts = page.evaluate("window.__attempts")
+                print(
+                    f"Redis down {(restarted - attempts[0]) / 1000:.1f} s, "
+                    f"{len(attempts)} connection attempts; banner gone "
+                    f"{(hidden_at - restarted) / 1000:.1f} s after Redis was back"
+                )
+                # The message sent while Redis was down and its reply, without a reload.
+                wait_replies(page, 4)
+                expect(page.locator("#msg-8")).to_contain_text("OSPREY")
+                ids = message_ids(page)
+                assert ids == [f"msg-{n}" for n in range(1, 9)], ids
+                expect(notice).to_be_hidden()  # live updates are not paused any more
+                shoot(page, tmp_path / "redis-back")
+                print("screenshots in", tmp_path)
+            finally:
+                context.close()
+    finally:
+        redis.stop()
+
+
+def import_file(page, name: str, content: bytes) -> None:
+    """Choose a file in the sidebar's import form and submit it; wait for the answer's page."""
+    form = page.locator(".import-form")
+    form.locator("input[type=file]").set_input_files(
+        files=[{"name": name, "mimeType": "application/json", "buffer": content}]
+    )
+    with page.expect_navigation():
+        form.get_by_role("button", name="Import", exact=True).click()
+
+
+def test_a_refused_import_says_why_where_the_person_is_looking(browser, tmp_path):
+    """A malformed file, one over the size limit and one over the hourly limit: each answer
+    says why nothing was imported, in view on a phone and on a desktop, and nothing appears in
+    the list."""
+    with serve(IMPORTS_PER_HOUR="2", IMPORT_MAX_BYTES="20000") as base:
+        context = new_context(browser)
+        try:
+            page = context.new_page()
+            signup(page, base)
+            for n in range(4):  # a list to scroll past, as a person who uses the app has
+                page.goto(f"{base}/")
+                new_conversation(page)
+                turn(page, f"Conversation {n} about the launch.")
+            for row in page.locator(".sidebar-row").all()[:2]:  # a second group: "Pinned"
+                row.locator("summary").click()
+                row.get_by_role("button", name="Pin").click()
+            expect(page.locator(".sidebar-row.pinned")).to_have_count(2)
+            listed = page.locator(".sidebar-row").count()
+            refused = page.locator("main [role=alert]")
+
+            page.set_viewport_size(PHONE_WITH_BARS)
+            import_file(page, "conversations.json", b'{"messages": [{"role": "user", ')
+            expect(refused).to_contain_text("Nothing was imported:")
+            reason = refused.inner_text()
+            assert "JSON" in reason, reason
+            expect(refused).to_be_in_viewport(ratio=1)
+            assert page.evaluate("document.documentElement.scrollWidth") <= PHONE["width"]
+            page.screenshot(path=str(tmp_path / "import-malformed-phone.png"))
+
+            page.set_viewport_size(DESKTOP)
+            import_file(page, "export.json", b'{"messages": ["' + b"x" * 20_000 + b'"]}')
+            expect(refused).to_contain_text("imports are limited to 20,000")
+            expect(refused).to_be_in_viewport(ratio=1)
+            page.screenshot(path=str(tmp_path / "import-too-large-desktop.png"))
+
+            page.set_viewport_size(PHONE_WITH_BARS)
+            import_file(page, "export.json", b'{"messages": []}')
+            expect(refused).to_contain_text("Too many attempts at importing conversations")
+            expect(refused).to_be_in_viewport(ratio=1)
+            page.screenshot(path=str(tmp_path / "import-limited-phone.png"))
+            expect(page.locator(".sidebar-row")).to_have_count(listed)
+            print("screenshots in", tmp_path)
+        finally:
+            context.close()
