@@ -6,6 +6,8 @@ Screenshots go to pytest's temporary directory (printed with -s), to look at.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from playwright.sync_api import expect
 
@@ -15,6 +17,7 @@ from .conftest import (
     message_ids,
     new_context,
     new_conversation,
+    send,
     serve,
     signup,
     turn,
@@ -176,3 +179,34 @@ def test_a_refused_import_says_why_where_the_person_is_looking(browser, tmp_path
             print("screenshots in", tmp_path)
         finally:
             context.close()
+
+
+def test_a_refused_pin_says_why_above_the_composer_on_a_phone(chat, tmp_path):
+    """A pin the server refuses (a reply still streaming: its bubble has no Pin button, so the
+    request is made as the button would, with htmx) is said in the notice, in view where the
+    person is typing, and the bubble is left as it was."""
+    page = chat
+    page.set_viewport_size(PHONE)
+    # A turn taller than the screen: the top of the page is out of sight.
+    turn(page, "Tell me about the lighthouse keeper's week, GUILLEMOT. " * 8)
+    send(page, "And the ferry timetable, please. " * 8)
+    reply = page.locator("#msg-4")
+    expect(reply).to_have_attribute("data-status", "streaming")
+    # The reply is written right after the message it answers: the next row.
+    url = page.get_attribute("#msg-3 .pin-toggle", "hx-post")
+    pk = int(re.search(r"/messages/(\d+)/pin/", url).group(1)) + 1
+    page.evaluate(
+        """pk => htmx.ajax('POST', `/messages/${pk}/pin/`, {source: '#msg-4',
+            target: '#msg-4', swap: 'outerHTML', values: {pinned: '1'}})""",
+        pk,
+    )
+    notice = page.locator("#notice")
+    expect(notice).to_contain_text("Wait for the reply to finish before pinning it.")
+    page.evaluate(END_OF_CONVERSATION)
+    expect(notice).to_be_in_viewport(ratio=1)
+    page.screenshot(path=str(tmp_path / "pin-refused-phone.png"))
+    print("screenshot in", tmp_path)
+    expect(reply).to_have_attribute("data-status", "streaming")  # not swapped for the refusal
+    wait_replies(page, 2)
+    expect(reply).not_to_have_class(re.compile(r"\bpinned\b"))
+    assert page.get_attribute("#msg-4 .pin-toggle", "hx-post") == f"/messages/{pk}/pin/"
