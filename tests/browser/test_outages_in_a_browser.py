@@ -1,5 +1,6 @@
 """What a person sees when something is refused or down, in a real browser, on a desktop and on a
-390 px phone: Redis stopping and starting under an open conversation, and an import refused.
+390 px phone: Redis stopping and starting under an open conversation, an import refused, a pin
+refused.
 
 Screenshots go to pytest's temporary directory (printed with -s), to look at.
 """
