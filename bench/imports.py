@@ -175,7 +175,7 @@ async def others(base: str, session: str, conversation: int, stop: threading.Eve
                 answer = await client.get(f"/conversations/{conversation}/")
                 if answer.status_code != 200:
                     raise BenchError(f"the other user's page answered {answer.status_code}")
-                pages.append(time.monotonic() - started)
+                pages.append((started, time.monotonic() - started))
                 await asyncio.sleep(0.2)
 
         async def send() -> None:
@@ -187,19 +187,25 @@ async def others(base: str, session: str, conversation: int, stop: threading.Eve
                 await ws.send(json.dumps({"action": "send", "message": mark}))
                 while mark not in await asyncio.wait_for(ws.recv(), 120):
                     pass
-                sends.append(time.monotonic() - started)
+                sends.append((started, time.monotonic() - started))
                 await asyncio.sleep(0.5)
 
         await asyncio.gather(load_pages(), send())
     return {"pages": pages, "sends": sends}
 
 
-def figures(values: list[float]) -> str:
-    if not values:
+def figures(timed: list[tuple[float, float]], start: float, end: float, origin: float) -> str:
+    """Longest, 99th percentile and median of the waits that began during [start, end], and
+    when the three longest began (seconds after `origin`, the import's start)."""
+    during = sorted((d, t - origin) for t, d in timed if start <= t <= end)
+    if not during:
         return "none"
+    waits = [d for d, _ in during]
+    p99 = waits[min(len(waits) - 1, int(len(waits) * 0.99))]
+    worst = ", ".join(f"{d * 1000:.0f} ms at {at:.1f} s" for d, at in reversed(during[-3:]))
     return (
-        f"longest {max(values) * 1000:.0f} ms, median {statistics.median(values) * 1000:.0f} ms "
-        f"({len(values)})"
+        f"longest {waits[-1] * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms, median "
+        f"{statistics.median(waits) * 1000:.0f} ms of {len(waits)} (worst: {worst})"
     )
 
 
@@ -280,17 +286,28 @@ def main(argv: list[str] | None = None) -> int:
             watcher = threading.Thread(target=other_user)
             watcher.start()
             time.sleep(2)  # the other user's first loads and sends, before the import
+            began = time.monotonic()
             try:
                 status, took, reason, _ = import_file(base, alice, path, server.pid)
             finally:
+                ended = time.monotonic()
+                time.sleep(3)  # and after it, for comparison
                 stop.set()
                 watcher.join()
             if status != 302:
                 raise BenchError(f"the {count:,}-message import answered {status}: {reason}")
             print(
                 f"(b) {count:,} messages ({path.stat().st_size / 1e6:.1f} MB) imported in "
-                f"{took:.1f} s; meanwhile the other user's page: {figures(result['pages'])}; "
-                f"their send, back as their message: {figures(result['sends'])} (target < 1 s)"
+                f"{took:.1f} s; meanwhile the other user's page: "
+                f"{figures(result['pages'], began, ended, began)}; their send, back as their "
+                f"message: {figures(result['sends'], began, ended, began)} (target < 1 s)"
+            )
+            after = ended + 3
+            print(
+                f"    before it, the page: {figures(result['pages'], 0, began, began)}; the send: "
+                f"{figures(result['sends'], 0, began, began)}\n    after it, the page: "
+                f"{figures(result['pages'], ended, after, began)}; the send: "
+                f"{figures(result['sends'], ended, after, began)}"
             )
     except BenchError as exc:
         print(f"bench failed: {exc}", file=sys.stderr)
