@@ -7,6 +7,7 @@ Screenshots go to pytest's temporary directory (printed with -s), to look at.
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -126,12 +127,18 @@ def test_a_tab_lives_through_redis_stopping_and_starting(browser, tmp_path):
         redis.stop()
 
 
-def import_file(page, name: str, content: bytes) -> None:
-    """Choose a file in the sidebar's import form and submit it; wait for the answer's page."""
+def choose_file(page, name: str, content: bytes):
+    """Choose a file in the sidebar's import form; the form."""
     form = page.locator(".import-form")
     form.locator("input[type=file]").set_input_files(
         files=[{"name": name, "mimeType": "application/json", "buffer": content}]
     )
+    return form
+
+
+def import_file(page, name: str, content: bytes) -> None:
+    """Choose a file in the sidebar's import form and submit it; wait for the answer's page."""
+    form = choose_file(page, name, content)
     with page.expect_navigation():
         form.get_by_role("button", name="Import", exact=True).click()
 
@@ -211,3 +218,70 @@ def test_a_refused_pin_says_why_above_the_composer_on_a_phone(chat, tmp_path):
     wait_replies(page, 2)
     expect(reply).not_to_have_class(re.compile(r"\bpinned\b"))
     assert page.get_attribute("#msg-4 .pin-toggle", "hx-post") == f"/messages/{pk}/pin/"
+
+
+def long_export(messages: int) -> bytes:
+    """An export.json of one conversation this long: seconds of work for the server."""
+    return json.dumps(
+        {
+            "title": "The keeper's log",
+            "messages": [
+                {"role": ("user", "assistant")[n % 2], "content": f"Hour {n}: calm, lamp lit."}
+                for n in range(messages)
+            ],
+        }
+    ).encode()
+
+
+def test_a_long_import_shows_it_is_working_and_a_second_is_told_to_wait(browser, server, tmp_path):
+    """While a long import runs its form says so and cannot be sent again; an import from another
+    tab meanwhile is refused with the reason, in view on a phone; the long one then opens."""
+    context = new_context(browser)
+    try:
+        page = context.new_page()
+        signup(page, server)
+        other = context.new_page()
+        other.set_viewport_size(PHONE_WITH_BARS)
+        other.goto(f"{server}/")
+
+        form = choose_file(page, "export.json", long_export(60_000))
+        # Playwright waits while a page's form submission is pending: the page notes what its
+        # form showed where it survives the navigation that follows.
+        form.evaluate(
+            """form => new MutationObserver(() => localStorage.setItem('import-form',
+                JSON.stringify({
+                    importing: form.classList.contains('importing'),
+                    progress: form.querySelector('.import-progress').checkVisibility(),
+                    text: form.querySelector('.import-progress').innerText.trim(),
+                    disabled: form.querySelector('button[type=submit]').disabled,
+                }))).observe(form, {attributes: true, subtree: true})"""
+        )
+        button = form.get_by_role("button", name="Import", exact=True)
+        button.evaluate("button => setTimeout(() => button.click(), 0)")  # returns at once
+
+        # Another tab, once the first has sent its file. A file found bad tells whether the
+        # long import had begun on the server (the answer is then that it is running): nothing
+        # is imported either way, and the question is asked again until it has.
+        other.wait_for_function("() => localStorage.getItem('import-form')")
+        refused = other.locator("main [role=alert]")
+        for _ in range(5):
+            import_file(other, "export.json", b'{"messages": [')
+            if "still running" in refused.inner_text():
+                break
+        expect(refused).to_contain_text("An import of yours is still running")
+        expect(refused).to_be_in_viewport(ratio=1)
+        other.screenshot(path=str(tmp_path / "import-busy-phone.png"))
+
+        page.wait_for_url("**/conversations/*/", timeout=60_000)
+        shown = json.loads(page.evaluate("localStorage.getItem('import-form')"))
+        assert shown == {
+            "importing": True,
+            "progress": True,
+            "text": "Importing…",
+            "disabled": True,
+        }, shown
+        expect(page.locator("#title-input")).to_have_value("The keeper's log")
+        expect(page.locator("#transcript .message").last).to_contain_text("Hour 59999")
+        print("screenshots in", tmp_path)
+    finally:
+        context.close()
