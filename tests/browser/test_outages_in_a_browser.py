@@ -7,6 +7,7 @@ Screenshots go to pytest's temporary directory (printed with -s), to look at.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 
@@ -24,6 +25,7 @@ from .conftest import (
     signup,
     turn,
     wait_replies,
+    wait_socket,
 )
 
 pytestmark = pytest.mark.browser
@@ -69,62 +71,105 @@ def watch_socket(page) -> None:
     )
 
 
-def test_a_tab_lives_through_redis_stopping_and_starting(browser, tmp_path):
-    """Redis stops under an open conversation: what the person sends is kept and answered, they
-    are told (where they are typing) that live updates are paused, and once Redis is back the
-    page catches up by itself and the notice goes."""
+@contextlib.contextmanager
+def with_redis(browser):
+    """A redis-server of the test's own, a server using it and a browser context:
+    (redis, base URL, context)."""
     redis = Redis().start()
     try:
         with serve(REDIS_URL=redis.url) as base:
             context = new_context(browser)
             try:
-                page = context.new_page()
-                signup(page, base)
-                new_conversation(page)
-                # Enough turns for the page to scroll: the top of the page is out of sight.
-                turn(page, "Before Redis stops: the harbour hall is booked for Friday.")
-                turn(page, "The band arrives at six and needs a socket by the stage.")
-                turn(page, "The florist brings the tables' flowers at four.")
-                watch_socket(page)
-
-                redis.stop()
-                box = page.locator("#message-input")
-                box.fill("While Redis is down: the caterer needs the head count, OSPREY.")
-                box.press("Enter")
-                notice = page.locator("#notice")
-                banner = page.locator("#connection")
-                expect(notice).to_contain_text(PAUSED)
-                expect(banner).to_be_visible()
-                expect(box).to_have_value("")  # the server has it: the composer is emptied
-                # The page still loads over HTTP: the stored message shows while Redis is down.
-                expect(page.locator("#msg-7")).to_contain_text("OSPREY")
-                # Handshakes are refused while Redis is down: let the page try a few times.
-                page.wait_for_function("() => window.__attempts.length >= 3", timeout=20_000)
-                shoot(page, tmp_path / "redis-down", notice, banner)
-                expect(banner).to_be_visible()
-
-                restarted = page.evaluate("performance.now()")
-                redis.start()
-                expect(banner).to_be_hidden(timeout=40_000)
-                hidden_at = page.evaluate("window.__banner.at(-1)[1]")
-                attempts = page.evaluate("window.__attempts")
-                print(
-                    f"Redis down {(restarted - attempts[0]) / 1000:.1f} s, "
-                    f"{len(attempts)} connection attempts; banner gone "
-                    f"{(hidden_at - restarted) / 1000:.1f} s after Redis was back"
-                )
-                # The message sent while Redis was down and its reply, without a reload.
-                wait_replies(page, 4)
-                expect(page.locator("#msg-8")).to_contain_text("OSPREY")
-                ids = message_ids(page)
-                assert ids == [f"msg-{n}" for n in range(1, 9)], ids
-                expect(notice).to_be_hidden()  # live updates are not paused any more
-                shoot(page, tmp_path / "redis-back")
-                print("screenshots in", tmp_path)
+                yield redis, base, context
             finally:
                 context.close()
     finally:
         redis.stop()
+
+
+def test_a_tab_lives_through_redis_stopping_and_starting(browser, tmp_path):
+    """Redis stops under an open conversation: what the person sends is kept and answered, they
+    are told (where they are typing) that live updates are paused, and once Redis is back the
+    page catches up by itself and the notice goes."""
+    with with_redis(browser) as (redis, base, context):
+        page = context.new_page()
+        signup(page, base)
+        new_conversation(page)
+        # Enough turns for the page to scroll: the top of the page is out of sight.
+        turn(page, "Before Redis stops: the harbour hall is booked for Friday.")
+        turn(page, "The band arrives at six and needs a socket by the stage.")
+        turn(page, "The florist brings the tables' flowers at four.")
+        watch_socket(page)
+
+        redis.stop()
+        box = page.locator("#message-input")
+        box.fill("While Redis is down: the caterer needs the head count, OSPREY.")
+        box.press("Enter")
+        notice = page.locator("#notice")
+        banner = page.locator("#connection")
+        expect(notice).to_contain_text(PAUSED)
+        expect(banner).to_be_visible()
+        expect(box).to_have_value("")  # the server has it: the composer is emptied
+        # The page still loads over HTTP: the stored message shows while Redis is down.
+        expect(page.locator("#msg-7")).to_contain_text("OSPREY")
+        # Handshakes are refused while Redis is down: let the page try a few times.
+        page.wait_for_function("() => window.__attempts.length >= 3", timeout=20_000)
+        shoot(page, tmp_path / "redis-down", notice, banner)
+        expect(banner).to_be_visible()
+
+        restarted = page.evaluate("performance.now()")
+        redis.start()
+        expect(banner).to_be_hidden(timeout=40_000)
+        dropped_at, hidden_at = page.evaluate("[window.__banner[0][1], window.__banner.at(-1)[1]]")
+        attempts = page.evaluate("window.__attempts.length")
+        print(
+            f"dropped {(restarted - dropped_at) / 1000:.1f} s before Redis was back, "
+            f"{attempts} connection attempts; banner gone "
+            f"{(hidden_at - restarted) / 1000:.1f} s after Redis was back"
+        )
+        # The message sent while Redis was down and its reply, without a reload.
+        wait_replies(page, 4)
+        expect(page.locator("#msg-8")).to_contain_text("OSPREY")
+        ids = message_ids(page)
+        assert ids == [f"msg-{n}" for n in range(1, 9)], ids
+        expect(notice).to_be_hidden()  # live updates are not paused any more
+        shoot(page, tmp_path / "redis-back")
+        print("screenshots in", tmp_path)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a tab whose socket stayed open while Redis was down is never told it missed frames: "
+    "it shows neither the message sent from another tab meanwhile nor its reply, until reloaded",
+)
+def test_a_second_tab_shows_what_happened_while_redis_was_down(browser, tmp_path):
+    with with_redis(browser) as (redis, base, context):
+        page = context.new_page()
+        signup(page, base)
+        new_conversation(page)
+        turn(page, "Before Redis stops: the harbour hall is booked for Friday.")
+        other = context.new_page()  # the same conversation in a second tab, left idle
+        other.goto(page.url)
+        wait_socket(other)
+
+        redis.stop()
+        send_text(page, "While Redis is down: the caterer needs the head count, PETREL.")
+        expect(page.locator("#notice")).to_contain_text(PAUSED)
+        redis.start()
+        expect(page.locator("#connection")).to_be_hidden(timeout=40_000)
+        wait_replies(page, 2)
+        try:
+            expect(other.locator("#msg-3")).to_contain_text("PETREL", timeout=10_000)
+            wait_replies(other, 2)
+        finally:
+            other.screenshot(path=str(tmp_path / "second-tab.png"))
+            print("screenshot in", tmp_path)
+
+
+def send_text(page, text: str) -> None:
+    """Type a message and press Enter, whether or not the page will show it."""
+    page.fill("#message-input", text)
+    page.press("#message-input", "Enter")
 
 
 def choose_file(page, name: str, content: bytes):
