@@ -81,6 +81,8 @@ class Checked:
             return b""
         chunk = next(self.chunks, b"")
         final = not chunk
+        if final and self.offset == 0:
+            raise ActionError("That file is empty.")
         if self.offset == 0 and chunk[:3] == codecs.BOM_UTF8:
             raise ActionError(
                 "That file starts with a byte-order mark: save it as UTF-8 without one "
@@ -152,24 +154,29 @@ def read(upload, limit: int, keep_message, keep_conversation, keep_top) -> Itera
 def _events(checked: Checked) -> Iterator[tuple[str, object]]:
     try:
         yield from ijson.basic_parse(checked, use_float=True, buf_size=CHUNK)
-    except ijson.IncompleteJSONError as exc:
+    except ijson.JSONError as exc:
         raise ActionError(f"That file is not valid JSON ({_reason(exc)}).") from None
     except UnicodeDecodeError:  # bytes the decoder passed, that the parser's escapes made
         raise ActionError("That file holds text that is not valid UTF-8.") from None
 
 
 def _reason(exc: Exception) -> str:
+    """The parser's reason in words, with the text around the place it stopped."""
     text = exc.args[0] if exc.args else ""
     if isinstance(text, bytes):
         text = text.decode("utf-8", "replace")
-    first = str(text).strip().splitlines()[0] if str(text).strip() else "it ends early"
-    if "premature EOF" in first:
+    lines = [line.strip() for line in str(text).strip().splitlines()]
+    first = lines[0] if lines else ""
+    if not first or "premature EOF" in first:
         return "it ends early: a truncated file?"
     if "overflow" in first:
-        return "a number too large: numbers must fit a 64-bit integer or a double"
-    if "invalid char" in first:
-        return "a character JSON does not allow, such as NaN or Infinity"
-    return first.removeprefix("parse error: ").removeprefix("lexical error: ")
+        first = "a number too large: numbers must fit a 64-bit integer or a double"
+    elif "invalid char" in first:
+        first = "a character JSON does not allow there, such as NaN or Infinity"
+    else:
+        first = first.removeprefix("parse error: ").removeprefix("lexical error: ").rstrip(".")
+    near = lines[1][:60] if len(lines) > 2 else ""
+    return f"{first}, near “{near}”" if near else first
 
 
 def _next(events: Iterator) -> tuple[str, object]:
