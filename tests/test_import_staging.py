@@ -154,3 +154,20 @@ def test_a_hundred_thousand_messages_import_as_one_conversation(client, alice):
     assert conversation.title == "Long" and conversation.deleted_at is None
     assert conversation.messages.count() == 100_000
     assert conversation.messages.order_by("-seq").first().text == "plain message 99999"
+
+
+@pytest.mark.usefixtures("channel_layer")
+async def test_a_staged_conversation_takes_no_socket_until_the_import_ends(alice):
+    from asgiref.sync import sync_to_async
+
+    from tests.conftest import socket_for
+
+    run, staging = await sync_to_async(staged)(alice, "socket")
+    ws = socket_for(alice, staging.first)
+    connected, _ = await ws.connect()
+    assert not connected
+    await sync_to_async(imports.finish)(run, staging)
+    ws = socket_for(alice, staging.first)
+    connected, _ = await ws.connect()
+    assert connected
+    await ws.disconnect()
