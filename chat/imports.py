@@ -265,7 +265,9 @@ UNTITLED = "Imported conversation"
 
 
 def _words(blocks: list[dict]) -> str:
-    return " ".join(b["text"] for b in blocks if b["type"] == "text")
+    """The start of a message's text, enough for a title (`title_from` splits what it is given
+    into words: a whole message of megabytes would be millions of them)."""
+    return " ".join(b["text"][:1000] for b in blocks if b["type"] == "text")[:1000]
 
 
 def _freed(started: float) -> float:
