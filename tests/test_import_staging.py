@@ -171,3 +171,13 @@ async def test_a_staged_conversation_takes_no_socket_until_the_import_ends(alice
     connected, _ = await ws.connect()
     assert connected
     await ws.disconnect()
+
+
+def test_more_conversations_than_allowed_are_refused_as_they_are_read(client, alice, settings):
+    settings.IMPORT_MAX_CONVERSATIONS = 3
+    client.force_login(alice)
+    five = [chatgpt_conversation(f"C{n}", [("user", ["hi"])]) for n in range(5)]
+    response = upload(client, five)
+    assert response.status_code == 400 and "more than 3 conversations" in response.content.decode()
+    assert not Conversation.objects.exists() and not Import.objects.exists()
+    assert upload(client, five[:3]).status_code == 302
