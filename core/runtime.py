@@ -69,6 +69,9 @@ class Loop:
     sdk_clients: dict[Any, Any] = field(default_factory=dict)  # providers/anthropic.py
     mcp_servers: dict[str, Any] = field(default_factory=dict)  # tools/mcp.py: name -> connection
     mcp_resting: dict[str, float] = field(default_factory=dict)  # name -> when to try again
+    # The sockets open here, each with an async `layer_down()`: when the channel layer stops
+    # answering, the heartbeat tells them (chat/turns/engine.py), as nothing else can reach them.
+    sockets: set[Any] = field(default_factory=set)
 
 
 class Runtime:

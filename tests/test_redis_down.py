@@ -44,12 +44,17 @@ def sign_up_and_in(base: str, name: str) -> tuple[int, int]:
 
 
 async def test_a_chat_lives_through_redis_stopping_and_starting(alice, fake_anthropic, redis):
-    server = Server(fake_anthropic.url, REDIS_URL=redis.url).start()
+    # The tab that acts is on a server whose heartbeat is slow, so the action is what finds
+    # Redis down; the idle tab's server beats every second.
+    slow = {"TURN_HEARTBEAT_SECONDS": "60", "TURN_STALE_SECONDS": "180"}
+    server = Server(fake_anthropic.url, REDIS_URL=redis.url, **slow).start()
+    other = Server(fake_anthropic.url, REDIS_URL=redis.url, TURN_HEARTBEAT_SECONDS="1").start()
     base = f"http://127.0.0.1:{server.port}"
     try:
         conversation = await Conversation.objects.acreate(owner=alice, model="claude-test")
         key = await sync_to_async(session_for)(alice)
         tab = await Tab(server, conversation.pk, key).open()
+        idle = await Tab(other, conversation.pk, key).open()  # a second tab that does nothing
         await tab.send(action="send", message="before")
         await tab.until(lambda f: "Hello from the fake server" in f and "streaming" not in f)
 
@@ -63,6 +68,12 @@ async def test_a_chat_lives_through_redis_stopping_and_starting(alice, fake_anth
         assert closed.value.rcvd.code == LAYER_DOWN  # the page shows its banner and retries
         with pytest.raises(InvalidStatus):
             await Tab(server, conversation.pk, key).open()
+        # The idle tab would miss everything from now on: its process's heartbeat drops it too,
+        # so its page reconnects (and fetches what happened) once Redis is back.
+        with pytest.raises(ConnectionClosed) as closed:
+            await idle.until(lambda f: False, timeout=10)
+        assert closed.value.rcvd.code == LAYER_DOWN
+        assert "Live updates are paused" in idle.frames[-1]
         # The message is kept and answered; the page and signing up and in still work.
         answered = Message.objects.filter(
             conversation=conversation, seq=4, status=Message.Status.COMPLETE
@@ -91,3 +102,4 @@ async def test_a_chat_lives_through_redis_stopping_and_starting(alice, fake_anth
         await tab.close()
     finally:
         server.stop()
+        other.stop()

@@ -27,7 +27,7 @@ from chat.models import stale_before
 from chat.turns import compacting, liveness, recovery, reply, states
 from chat.turns.tasks import eager, hold, show_recovered
 from compaction import boundaries
-from core import db, outbox, runtime
+from core import db, layers, outbox, runtime
 from tools import mcp
 
 log = logging.getLogger(__name__)
@@ -108,10 +108,20 @@ async def _background() -> None:
         try:
             await liveness.beat()
             await sweep()
+            await drop_sockets_if_layer_down()
             await liveness.forget_idle()
         except Exception:
             log.exception("heartbeat or sweep failed; trying again")
         await asyncio.sleep(settings.TURN_HEARTBEAT_SECONDS)
+
+
+async def drop_sockets_if_layer_down() -> None:
+    """With the channel layer (Redis) down, no frame reaches a tab, and a tab that does nothing
+    would never know: each socket open here is told and closed, so its page shows the banner,
+    reconnects once the layer is back and fetches what it missed."""
+    sockets = runtime.current().loop().sockets
+    if sockets and not await layers.reachable():
+        await asyncio.gather(*(socket.layer_down() for socket in list(sockets)))
 
 
 async def sweep() -> None:

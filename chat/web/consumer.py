@@ -18,7 +18,7 @@ from chat.models import Conversation
 from chat.render import frames
 from chat.turns import actions, compacting, engine
 from chat.turns.tasks import hold
-from core import db, layers
+from core import db, layers, runtime
 from core.errors import ActionError
 
 log = logging.getLogger(__name__)
@@ -62,6 +62,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             await self.close(code=LAYER_DOWN)
             return
         await self.accept()
+        runtime.current().loop().sockets.add(self)
         engine.ensure_started()  # servers without an ASGI lifespan start it on first use
 
     async def dispatch(self, message) -> None:
@@ -76,6 +77,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
 
     async def disconnect(self, code) -> None:
         # The reply is not this socket's to cancel: it finishes and saves without it.
+        runtime.current().loop().sockets.discard(self)
         if self.conversation_id is not None:
             try:
                 await self.channel_layer.group_discard(self.group, self.channel_name)
@@ -109,8 +111,13 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         except ActionError as exc:
             await self.refuse(exc.reason, about=action)
         if not layer_up:
-            await self.refuse(LAYER_DOWN_NOTICE, about="layer")
-            await self.close(code=LAYER_DOWN)
+            await self.layer_down()
+
+    async def layer_down(self) -> None:
+        """The channel layer is down: say so, and close (chat/turns/engine.py calls this for
+        every socket of the process, when its heartbeat finds the layer down)."""
+        await self.refuse(LAYER_DOWN_NOTICE, about="layer")
+        await self.close(code=LAYER_DOWN)
 
     async def refuse(self, reason: str, *, about: str = "") -> None:
         await self.send(text_data=frames.notice(reason, about=about))
