@@ -26,7 +26,8 @@ $(STAMP): pyproject.toml
 
 run: $(STAMP)
 	DJANGO_DEBUG=$${DJANGO_DEBUG:-true} $(PY) manage.py migrate --noinput
-	DJANGO_DEBUG=$${DJANGO_DEBUG:-true} $(VENV)/bin/daphne -b 127.0.0.1 -p $(PORT) config.asgi:application
+	DJANGO_DEBUG=$${DJANGO_DEBUG:-true} $(VENV)/bin/uvicorn config.asgi:application \
+	  --host 127.0.0.1 --port $(PORT) --lifespan on
 
 # Production-style: WORKERS uvicorn processes on one port, PostgreSQL and Redis (the defaults
 # point at local ones). Several processes share conversations through the database and the Redis

@@ -2,7 +2,7 @@
 
 Run by hand (`.venv/bin/python bench/imports.py`, `--help` for the flags); not a test.
 
-One server process as `make run` starts it (daphne, DJANGO_DEBUG=true, a SQLite file of its own,
+One server process as `make run` starts it (uvicorn, DJANGO_DEBUG=true, a SQLite file of its own,
 the demo model), two users made in its database. It measures:
 
 (a) memory: the server's resident set (VmRSS, sampled every 10 ms from /proc) during the import
@@ -50,7 +50,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--messages", type=int, default=1_000_000, help="(b)'s messages (default 1,000,000)"
     )
     p.add_argument(
-        "--server", choices=["daphne", "uvicorn"], default="daphne", help="(default: daphne)"
+        "--server",
+        choices=["daphne", "uvicorn"],
+        default="uvicorn",
+        help="(default: uvicorn, as make run; daphne holds the whole upload in memory)",
     )
     p.add_argument("--skip-memory", action="store_true", help="leave out (a)")
     p.add_argument("--skip-wait", action="store_true", help="leave out (b)")
