@@ -1,4 +1,5 @@
-"""Real-browser fixtures: a daphne process with its own SQLite file, and a headless Chromium.
+"""Real-browser fixtures: a uvicorn process (as `make run` starts it) with its own SQLite file,
+and a headless Chromium.
 
 These tests talk to the app only over HTTP and the websocket, like a user; they never touch the
 ORM in-process, so pytest-django needs no test database here. Run them in their own process
@@ -36,6 +37,17 @@ CHROMIUM_ARGS = [
 TIMEOUT_MS = 20_000
 SERVER_START_SECONDS = 30
 
+
+def server_argv(port: int) -> list[str]:
+    """The server as `make run` starts it."""
+    return [sys.executable, "-m", "uvicorn", "config.asgi:application", "--host", "127.0.0.1"] + [
+        "--port",
+        str(port),
+        "--lifespan",
+        "on",
+    ]
+
+
 # A budget sized for the tests: six long turns (~525 tokens each with the reply) cross the auto
 # threshold (60% of 5,000), while the three-turn "Compact now" tests stay well below it and so
 # see no auto-compaction of their own. A short kept tail (10%) makes every compaction replace
@@ -70,7 +82,9 @@ def _wait_until_up(url: str, proc: subprocess.Popen, log: Path) -> None:
     deadline = time.monotonic() + SERVER_START_SECONDS
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"daphne exited with {proc.returncode}:\n{log.read_text()[-4000:]}")
+            raise RuntimeError(
+                f"the server exited with {proc.returncode}:\n{log.read_text()[-4000:]}"
+            )
         try:
             with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310
                 if response.status == 200:
@@ -79,20 +93,20 @@ def _wait_until_up(url: str, proc: subprocess.Popen, log: Path) -> None:
             pass
         time.sleep(0.2)
     raise RuntimeError(
-        f"daphne did not answer {url} in {SERVER_START_SECONDS}s:\n{log.read_text()[-4000:]}"
+        f"the server did not answer {url} in {SERVER_START_SECONDS}s:\n{log.read_text()[-4000:]}"
     )
 
 
 @pytest.fixture(scope="session")
 def server():
-    """The base URL of a live daphne serving the app from a fresh SQLite file."""
+    """The base URL of a live server serving the app from a fresh SQLite file."""
     with serve() as base:
         yield base
 
 
 @contextlib.contextmanager
 def serve(**overrides: str):
-    """A live daphne on a fresh SQLite file, with SERVER_ENV and these settings over it."""
+    """A live server on a fresh SQLite file, with SERVER_ENV and these settings over it."""
     with tempfile.TemporaryDirectory(prefix="browser-tests-") as tmp:
         tmp_path = Path(tmp)
         port = free_port()
@@ -113,19 +127,10 @@ def serve(**overrides: str):
             capture_output=True,
             timeout=120,
         )
-        log = tmp_path / "daphne.log"
+        log = tmp_path / "server.log"
         with log.open("wb") as out:
             proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "daphne",
-                    "-b",
-                    "127.0.0.1",
-                    "-p",
-                    str(port),
-                    "config.asgi:application",
-                ],
+                server_argv(port),
                 cwd=ROOT,
                 env=env,
                 stdout=out,
@@ -149,7 +154,7 @@ def serve(**overrides: str):
                 ]
                 if errors:
                     # Shown with -s or on failure: server-side faults a page may not reveal.
-                    print("\n--- daphne log had errors ---\n" + log.read_text()[-6000:])
+                    print("\n--- the server log had errors ---\n" + log.read_text()[-6000:])
 
 
 @pytest.fixture(scope="session")
@@ -328,29 +333,20 @@ def export(page, base: str) -> dict:
 
 
 class RestartableServer:
-    """A daphne of its own (own SQLite file, own port) that a test can stop and start again on
+    """A server of its own (own SQLite file, own port) that a test can stop and start again on
     the same port, to drop every websocket the way a deploy or a crash does. The session's
     `server` is never touched, so a failure here cannot leave other tests without one."""
 
     def __init__(self, tmp_path: Path):
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
-        self.log = tmp_path / "daphne.log"
+        self.log = tmp_path / "server.log"
         self.env = {k: v for k, v in os.environ.items() if k not in LEAKY_ENV}
         self.env |= SERVER_ENV | {
             "DATABASE_URL": f"sqlite:///{tmp_path / 'restartable.sqlite3'}",
             "PORT": str(self.port),
         }
-        self.argv = [
-            sys.executable,
-            "-m",
-            "daphne",
-            "-b",
-            "127.0.0.1",
-            "-p",
-            str(self.port),
-            "config.asgi:application",
-        ]
+        self.argv = server_argv(self.port)
         self.proc: subprocess.Popen | None = None
 
     def migrate(self) -> None:
@@ -388,7 +384,7 @@ class RestartableServer:
                 if s.connect_ex(("127.0.0.1", self.port)) != 0:
                     return
             time.sleep(0.1)
-        raise RuntimeError(f"port {self.port} still open after daphne stopped")
+        raise RuntimeError(f"port {self.port} still open after the server stopped")
 
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -406,7 +402,7 @@ def restartable_server():
             srv.stop()
             text = srv.log.read_text(errors="replace") if srv.log.exists() else ""
             if "Traceback" in text or "ERROR" in text:
-                print("\n--- restartable daphne log had errors ---\n" + text[-6000:])
+                print("\n--- restartable server log had errors ---\n" + text[-6000:])
 
 
 def message_ids(page) -> list[str]:
@@ -416,7 +412,7 @@ def message_ids(page) -> list[str]:
 
 @contextlib.contextmanager
 def server_with_admin(prefix: str, username: str, password: str):
-    """A daphne of its own (own SQLite file, own port) with a superuser in its database, for
+    """A server of its own (own SQLite file, own port) with a superuser in its database, for
     tests that go through the admin too; yields its base URL."""
     with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
         srv = RestartableServer(Path(tmp))

@@ -47,7 +47,7 @@ def long_message(n: int, tag: str) -> str:
 
 @pytest.fixture(scope="module")
 def a11y_server():
-    """A daphne of its own with an admin in its database (the admin pages are audited too)."""
+    """A server of its own with an admin in its database (the admin pages are audited too)."""
     with server_with_admin("browser-tests-a11y-", *ADMIN) as base:
         yield base
 

@@ -75,7 +75,7 @@ class Refusals:
 
 @pytest.fixture(scope="module")
 def admin_server():
-    """A daphne of its own with a superuser in its database (the admin is part of the test)."""
+    """A server of its own with a superuser in its database (the admin is part of the test)."""
     with server_with_admin("browser-tests-csp-", *ADMIN) as base:
         yield base
 

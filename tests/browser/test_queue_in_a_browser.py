@@ -48,7 +48,7 @@ THIRD = "Third, about the tides, CURLEW."
 
 @pytest.fixture(scope="module")
 def queue_server():
-    """A daphne of its own (own SQLite file, own port) with slower words; the session's server,
+    """A server of its own (own SQLite file, own port) with slower words; the session's server,
     and so the other browser tests, keep theirs."""
     with tempfile.TemporaryDirectory(prefix="browser-tests-queue-") as tmp:
         srv = RestartableServer(Path(tmp))
@@ -61,7 +61,7 @@ def queue_server():
             srv.stop()
             text = srv.log.read_text(errors="replace") if srv.log.exists() else ""
             if "Traceback" in text or "ERROR" in text:
-                print("\n--- queue daphne log had errors ---\n" + text[-6000:])
+                print("\n--- queue server log had errors ---\n" + text[-6000:])
 
 
 @pytest.fixture(scope="module")
