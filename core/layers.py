@@ -15,8 +15,10 @@ from __future__ import annotations
 import logging
 import time
 
+import redis.asyncio
 from channels.exceptions import ChannelFull
 from channels.layers import InMemoryChannelLayer, get_channel_layer
+from django.conf import settings
 
 log = logging.getLogger(__name__)
 
@@ -59,13 +61,29 @@ async def stop(conversation_id: int, seq: int | None = None) -> None:
         log.warning("could not send Stop for conversation %s at once", conversation_id)
 
 
+async def identity() -> str | None:
+    """Which channel layer answers now: the Redis server's run id, new each time it starts
+    (with every subscription, and the frames sent before the sockets subscribed again, lost);
+    "memory" for the in-memory layer; None when Redis does not answer. One short connection,
+    with short timeouts: a heartbeat must not hang on a Redis that is gone."""
+    if not settings.REDIS_URL:
+        return "memory"
+    try:
+        async with redis.asyncio.Redis.from_url(
+            settings.REDIS_URL, socket_connect_timeout=2, socket_timeout=2
+        ) as client:
+            return (await client.info("server"))["run_id"]
+    except Exception:
+        return None
+
+
 async def reachable() -> bool:
     """Whether the channel layer carries messages now: a send to a group no socket joins (a
     round trip to Redis; nothing at all in memory)."""
     try:
         await get_channel_layer().group_send("reachable", {"type": "reachable"})
     except Exception:
-        log.warning("the channel layer is not reachable", exc_info=True)
+        log.warning("the channel layer is not reachable", exc_info=log.isEnabledFor(logging.DEBUG))
         return False
     return True
 

@@ -7,9 +7,10 @@ did is sent only once that call has returned, so a frame never shows what a roll
 (Zulip's `send_event_on_commit`). The HTML comes from the renderer the web room installs at
 start-up (chat/web/apps.py): nothing below the web room renders, and nothing here imports it.
 
-Sending is best effort and never an error for the caller: what a tab misses it reads again when
-it reconnects, and what must not be lost (messages, replies, Stop) is in the database, so a
-failing channel layer must not stop a turn from being saved.
+Sending is best effort and never an error for the caller: what a tab misses it reads again
+when it reconnects, or when told to once the layer answers again (chat/turns/engine.py), and
+what must not be lost (messages, replies, Stop) is in the database, so a failing channel layer
+must not stop a turn from being saved.
 """
 
 from __future__ import annotations
@@ -35,5 +36,5 @@ async def send(conversation_id: int, *events) -> None:
         await get_channel_layer().group_send(
             layers.conversation_group(conversation_id), {"type": "chat.html", "html": frame}
         )
-    except Exception:
-        log.exception("could not send a frame to conversation %s", conversation_id)
+    except Exception as exc:  # Redis down: once per frame, so a line, not a traceback
+        log.warning("could not send a frame to conversation %s: %r", conversation_id, exc)

@@ -72,6 +72,10 @@ class Loop:
     # The sockets open here, each with an async `layer_down()`: when the channel layer stops
     # answering, the heartbeat tells them (chat/turns/engine.py), as nothing else can reach them.
     sockets: set[Any] = field(default_factory=set)
+    # Which channel layer answered at the last beat (Redis's run id: new after a restart), and
+    # whether the sockets here are to be told to fetch again at the next (chat/turns/engine.py).
+    layer_identity: str | None = None
+    resync_due: bool = False
 
 
 class Runtime:

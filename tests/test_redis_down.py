@@ -103,3 +103,30 @@ async def test_a_chat_lives_through_redis_stopping_and_starting(alice, fake_anth
     finally:
         server.stop()
         other.stop()
+
+
+async def test_a_tab_that_did_nothing_catches_up_after_a_short_outage(alice, fake_anthropic, redis):
+    """An outage shorter than a heartbeat drops no idle socket, but its frames are lost: once
+    Redis answers again, every tab of that conversation is told to fetch it again (or, if a
+    beat fell inside the outage, was dropped and reconnects). Either way it is not left stale."""
+    beats = {"TURN_HEARTBEAT_SECONDS": "1", "TURN_STALE_SECONDS": "5"}
+    server = Server(fake_anthropic.url, REDIS_URL=redis.url, **beats).start()
+    try:
+        conversation = await Conversation.objects.acreate(owner=alice, model="claude-test")
+        key = await sync_to_async(session_for)(alice)
+        tab = await Tab(server, conversation.pk, key).open()
+        idle = await Tab(server, conversation.pk, key).open()
+        redis.stop()
+        await tab.send(action="send", message="in a short outage")
+        await tab.until(lambda f: "Live updates are paused" in f)
+        redis.start()
+        try:
+            told = await idle.until(lambda f: 'id="missed"' in f, timeout=15)
+        except ConnectionClosed as closed:
+            assert closed.rcvd.code == LAYER_DOWN
+        else:
+            assert "hx-swap-oob" in told
+        await tab.close()
+        await idle.close()
+    finally:
+        server.stop()

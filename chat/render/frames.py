@@ -75,6 +75,12 @@ def delta(seq: int, text: str) -> str:
     return f'<span hx-swap-oob="beforeend:#msg-{seq}-text">{escape(text)}</span>'
 
 
+def missed() -> str:
+    """To a tab whose frames may have been lost (Redis restarted under it): fetch the
+    transcript and panel again (chat.js)."""
+    return '<span id="missed" hx-swap-oob="true" hidden></span>'
+
+
 def accepted() -> str:
     """To the sending tab only: the server has the message, so the composer may be cleared."""
     return '<span id="send-accepted" hx-swap-oob="true"></span>'

@@ -108,20 +108,31 @@ async def _background() -> None:
         try:
             await liveness.beat()
             await sweep()
-            await drop_sockets_if_layer_down()
+            await check_layer()
             await liveness.forget_idle()
         except Exception:
             log.exception("heartbeat or sweep failed; trying again")
         await asyncio.sleep(settings.TURN_HEARTBEAT_SECONDS)
 
 
-async def drop_sockets_if_layer_down() -> None:
+async def check_layer() -> None:
     """With the channel layer (Redis) down, no frame reaches a tab, and a tab that does nothing
     would never know: each socket open here is told and closed, so its page shows the banner,
-    reconnects once the layer is back and fetches what it missed."""
-    sockets = runtime.current().loop().sockets
-    if sockets and not await layers.reachable():
-        await asyncio.gather(*(socket.layer_down() for socket in list(sockets)))
+    reconnects once the layer is back and fetches what it missed. A Redis that restarted
+    between two beats lost the sockets' subscriptions, and the frames sent before they
+    subscribed again: each socket here is told to fetch again, a beat later, when they have."""
+    here = runtime.current().loop()
+    identity = await layers.identity()
+    if identity is None:
+        here.layer_identity, here.resync_due = None, False
+        await asyncio.gather(*(socket.layer_down() for socket in list(here.sockets)))
+        return
+    if here.resync_due:
+        here.resync_due = False
+        await asyncio.gather(*(socket.missed() for socket in list(here.sockets)))
+    elif here.layer_identity not in (None, identity):
+        here.resync_due = True
+    here.layer_identity = identity
 
 
 async def sweep() -> None:

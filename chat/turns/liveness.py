@@ -31,15 +31,21 @@ async def watch_reply(reply, task: asyncio.Task) -> None:
     conversation_id = reply.conversation_id
     here.replies[reply.pk] = (conversation_id, reply.seq, task)
     layer = get_channel_layer()
-    if here.listener is None or here.listener.done():
-        here.channel = await layer.new_channel()
-        here.listener = asyncio.ensure_future(_listen(here.channel))
-        here.listening.clear()
-    if conversation_id not in here.listening:
-        # Joined once and kept while the conversation is active (a Stop for a reply this
-        # process no longer streams finds nothing here and is ignored): a turn saves two round
-        # trips to Redis. Idle memberships are left by `forget_idle`.
-        await layer.group_add(layers.control_group(conversation_id), here.channel)
+    try:
+        if here.listener is None or here.listener.done():
+            here.channel = await layer.new_channel()
+            here.listener = asyncio.ensure_future(_listen(here.channel))
+            here.listening.clear()
+        if conversation_id not in here.listening:
+            # Joined once and kept while the conversation is active (a Stop for a reply this
+            # process no longer streams finds nothing here and is ignored): a turn saves two
+            # round trips to Redis. Idle memberships are left by `forget_idle`.
+            await layer.group_add(layers.control_group(conversation_id), here.channel)
+    except Exception as exc:
+        # Redis down: the reply streams all the same, and a Stop reaches it through the
+        # database at the next beat. Joined at the next reply.
+        log.warning("Stop of conversation %s goes by the heartbeat: %r", conversation_id, exc)
+        return
     here.listening[conversation_id] = time.monotonic()
 
 

@@ -29,7 +29,9 @@ FRAME_OVERHEAD = 8_192
 # The close code when the user's session ended elsewhere (4000-4999 are the application's).
 SESSION_ENDED = 4401
 # "Try again later": the channel layer (Redis) is down. The page shows its banner, reconnects by
-# itself once the layer is back, and fetches the transcript again, so it misses nothing.
+# itself once the layer is back (htmx reconnects after 1006, 1011, 1012 and 1013 only), and
+# fetches the transcript again, so it misses nothing. (daphne refuses to send 1013 and sends
+# 1011 instead: the page reconnects all the same.)
 LAYER_DOWN = 1013
 LAYER_DOWN_NOTICE = (
     "Live updates are paused: the server cannot reach Redis, which carries replies to your "
@@ -39,6 +41,18 @@ LAYER_DOWN_NOTICE = (
 
 
 class ConversationConsumer(AsyncWebsocketConsumer):
+    async def __call__(self, scope, receive, send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        except Exception:
+            # The layer names this socket's channel before `connect` runs: with Redis down that
+            # fails first. Refuse the handshake as `connect` would, rather than with a 500 and
+            # a traceback per retry of every tab.
+            if await layers.reachable():
+                raise
+            log.warning("refused a socket: the channel layer is not reachable")
+            await send({"type": "websocket.close", "code": LAYER_DOWN})
+
     async def connect(self) -> None:
         self.user = self.scope.get("user")
         self.conversation_id = None
@@ -112,6 +126,10 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             await self.refuse(exc.reason, about=action)
         if not layer_up:
             await self.layer_down()
+
+    async def missed(self) -> None:
+        """Frames to this socket may have been lost (chat/turns/engine.py): fetch again."""
+        await self.send(text_data=frames.missed())
 
     async def layer_down(self) -> None:
         """The channel layer is down: say so, and close (chat/turns/engine.py calls this for

@@ -155,6 +155,12 @@
     document.getElementById("show-model-view").setAttribute("aria-pressed", String(!!modelView));
   });
 
+  // Reconnect after a random wait of up to 1, 2, 4, then 8 seconds (htmx's own backoff grows
+  // to 64 s: after an outage of a minute a page would sit on its banner half a minute more).
+  htmx.config.wsReconnectDelay = function (retryCount) {
+    return 1000 * Math.pow(2, Math.min(retryCount, 3)) * Math.random();
+  };
+
   // A dropped socket: show the banner; htmx's ws extension reconnects by itself, and when it
   // does we re-fetch the transcript and panel so nothing is missed and nothing doubles.
   var dropped = false;
@@ -185,6 +191,13 @@
     if (notice) notice.hidden = true;
     composerDone(); // whether it arrived shows in the re-fetched transcript; the text stays
     refetch(3);
+  });
+
+  // Frames to this conversation were lost while the server could not reach Redis (an outage too
+  // short to drop this socket): fetch the transcript and panel again.
+  document.addEventListener("htmx:wsAfterMessage", function (e) {
+    var text = e.detail && typeof e.detail.message === "string" ? e.detail.message : "";
+    if (text.indexOf('id="missed"') !== -1) refetch(3);
   });
 
   // A bubble or divider that arrives on the socket while the snapshot is loading would be

@@ -137,11 +137,6 @@ def test_a_tab_lives_through_redis_stopping_and_starting(browser, tmp_path):
         print("screenshots in", tmp_path)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a tab whose socket stayed open while Redis was down is never told it missed frames: "
-    "it shows neither the message sent from another tab meanwhile nor its reply, until reloaded",
-)
 def test_a_second_tab_shows_what_happened_while_redis_was_down(browser, tmp_path):
     with with_redis(browser) as (redis, base, context):
         page = context.new_page()
