@@ -191,6 +191,9 @@ def close(opened: Opened, result: SummaryResult, duration_ms: int, *, review: bo
     )
     row.duration_ms = duration_ms
     with transaction.atomic():
+        # Under the conversation's lock, as a pin is made (chat/conversations.set_pinned): no
+        # pin on a version this boundary folds away can slip in after its unpinning.
+        Conversation.objects.locked(opened.conversation_id)
         if not boundaries.close(row):
             return Compaction.objects.get(pk=row.pk)  # recovered as stale meanwhile
         Conversation.objects.add_spent(opened.conversation_id, row.usage)

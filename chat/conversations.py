@@ -108,17 +108,26 @@ def delete_conversation(user, conversation_id) -> Conversation:
     return conversation
 
 
-NO_SUCH_MESSAGE = "That message does not exist."
+class NoSuchMessage(ActionError):
+    """Unknown, or another user's."""
 
 
 def set_pinned(user, message_id, pinned: bool) -> Message:
-    message = (
-        Message.objects.select_related("conversation")
-        .filter(pk=number(message_id), conversation__in=Conversation.objects.owned_by(user))
-        .first()
-    )
-    if message is None:
-        raise ActionError(NO_SUCH_MESSAGE)
+    with transaction.atomic():
+        message = (
+            Message.objects.select_related("conversation")
+            .filter(pk=number(message_id), conversation__in=Conversation.objects.owned_by(user))
+            .first()
+        )
+        if message is None:
+            raise NoSuchMessage("That message does not exist.")
+        # Under the conversation's lock: a compaction's close (which unpins what it folds away
+        # off the branch) cannot commit between the check and the pin.
+        Conversation.objects.locked(message.conversation_id)
+        return _set_pinned(message, pinned)
+
+
+def _set_pinned(message: Message, pinned: bool) -> Message:
     if message.status in (Message.Status.STREAMING, Message.Status.QUEUED):
         raise ActionError("Wait for the reply to finish before pinning it.")
     if pinned and _abandoned(message):

@@ -45,6 +45,7 @@ BATCH_CHARS = 1_000_000
 # Every batch touches the import's heartbeat; the longest gap is one batch's reading (a single
 # message of IMPORT_MAX_BYTES: seconds). Silent for this long, its process is taken for dead.
 STALE_AFTER = timedelta(minutes=5)
+CLEARED = "This import stopped for too long and was cleared: import again."
 ALREADY_RUNNING = (
     "An import of yours is still running: its conversations appear when it ends. "
     "Try again after that."
@@ -223,7 +224,7 @@ class Staging:
         with transaction.atomic():
             alive = Import.objects.filter(pk=self.run.pk, heartbeat_at=self.run.heartbeat_at)
             if not alive.update(heartbeat_at=now):
-                raise ActionError("This import stopped for too long and was cleared: import again.")
+                raise ActionError(CLEARED)
             write()
         self.run.heartbeat_at = now
         self.free_until = _freed(started)
@@ -298,8 +299,12 @@ def begin(user) -> Import:
 
 
 def finish(run: Import, staging: Staging) -> None:
-    """Show every conversation of the import at once, in one transaction."""
+    """Show every conversation of the import at once, in one transaction, if the import is
+    still this process's (one cleared as stale meanwhile is being deleted: never shown)."""
     with transaction.atomic():
+        alive = Import.objects.filter(pk=run.pk, heartbeat_at=run.heartbeat_at)
+        if not alive.update(heartbeat_at=timezone.now()):
+            raise ActionError(CLEARED)
         for staged in staging.late:
             row = staged.row
             if row.title == UNTITLED:

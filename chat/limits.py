@@ -12,6 +12,7 @@ work.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import time
 from dataclasses import dataclass
@@ -63,7 +64,10 @@ def _per(window: int) -> str:
 
 def _window(limit: Limit, who, now: float) -> tuple[str, float]:
     start = int(now // limit.window) * limit.window
-    return f"{limit.name}:{who}:{start}"[:200], float(start + limit.window)
+    who = str(who)
+    if len(who) > 64:  # an email can be 254 characters: the key stays within its column
+        who = hashlib.sha256(who.encode()).hexdigest()
+    return f"{limit.name}:{start}:{who}", float(start + limit.window)
 
 
 def _table() -> tuple[str, str]:

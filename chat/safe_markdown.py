@@ -57,8 +57,8 @@ def contained(text: str) -> str:
     Read with the same CommonMark parser as the chat page's (plus raw HTML, as other readers
     may): top-level headings are demoted below the export's own, raw HTML (blocks, and tags
     inside a paragraph) is escaped (the chat page shows raw HTML as text too), and a code fence
-    left open at the end is closed. Text whose raw HTML does not settle within a few passes is
-    fenced whole."""
+    left open at the end is closed, and link reference definitions are text (in Markdown they
+    are global). Text whose raw HTML or definitions do not settle is fenced whole."""
     text = original = _lines(text).strip("\n")
     if not text.strip():
         return ""

@@ -42,7 +42,8 @@ def first_kept_seq(conversation: Conversation) -> int:
 
 def current_branch(conversation: Conversation) -> set[int]:
     """Every seq on the branch on screen, from the first message (one query over the whole
-    conversation: for exports and the admin, never for a turn)."""
+    conversation: for exports, the admin and pinning a message from before the boundary, never
+    for a turn)."""
     pairs = conversation.messages.values_list("seq", "parent_seq")
     return set(Tree.of(pairs, conversation.leaf_seq).branch())
 

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
-from chat.models import Message
+from chat.models import Conversation, Message
 from compaction.models import Compaction
+from tests.test_versions import _edited_conversation
 from tests.transcripts import add_turns
 
 pytestmark = pytest.mark.django_db
@@ -63,3 +66,21 @@ def test_transcript_rows_cannot_be_edited_or_deleted_in_the_admin(admin_client, 
     )
     boundary.refresh_from_db()
     assert boundary.summary == "CLEANED SUMMARY TEXT"
+
+
+@pytest.mark.django_db
+def test_the_admin_reads_the_branch_once_however_long_the_conversation(
+    admin_client, alice, conversation
+):
+    counts = []
+    for extra in (0, 40):
+        other = Conversation.objects.create(owner=alice, model="fake-model")
+        _edited_conversation(other)
+        Message.objects.bulk_create(
+            Message(conversation=other, seq=seq, role="user" if seq % 2 else "assistant")
+            for seq in range(7, 7 + extra)
+        )
+        with CaptureQueriesContext(connection) as queries:
+            admin_client.get(f"/admin/chat/conversation/{other.pk}/change/")
+        counts.append(len(queries))
+    assert counts[0] == counts[1]

@@ -125,11 +125,15 @@ async def check_layer() -> None:
     identity = await layers.identity()
     if identity is None:
         here.layer_identity, here.resync_due = None, False
-        await asyncio.gather(*(socket.layer_down() for socket in list(here.sockets)))
+        await asyncio.gather(
+            *(socket.layer_down() for socket in list(here.sockets)), return_exceptions=True
+        )
         return
     if here.resync_due:
         here.resync_due = False
-        await asyncio.gather(*(socket.missed() for socket in list(here.sockets)))
+        await asyncio.gather(
+            *(socket.missed() for socket in list(here.sockets)), return_exceptions=True
+        )
     elif here.layer_identity not in (None, identity):
         here.resync_due = True
     here.layer_identity = identity

@@ -88,7 +88,7 @@ def append(user, conversation_id, text: str) -> Claim:
     """Store the user's message and the reply row that will answer it, in one transaction, and
     claim that reply if nothing else runs. Four queries: count it against the user's limit,
     lock the conversation, read what the decision needs with the window's rows, insert the two
-    messages (on PostgreSQL a fifth, first: see `statements.lock`)."""
+    messages (on PostgreSQL a fifth, after the count: see `statements.lock`)."""
     content = [{"type": "text", "text": text}]
     with transaction.atomic():
         conversation = locked_for(user, conversation_id)

@@ -28,10 +28,10 @@ log = logging.getLogger(__name__)
 FRAME_OVERHEAD = 8_192
 # The close code when the user's session ended elsewhere (4000-4999 are the application's).
 SESSION_ENDED = 4401
-# "Try again later": the channel layer (Redis) is down. The page shows its banner, reconnects by
-# itself once the layer is back (htmx reconnects after 1006, 1011, 1012 and 1013 only), and
-# fetches the transcript again, so it misses nothing. (daphne refuses to send 1013 and sends
-# 1011 instead: the page reconnects all the same.)
+# "Try again later": the channel layer (Redis) is down. An open socket is closed with it; a new
+# one is refused at the handshake (the browser sees 1006). Either way the page shows its banner,
+# reconnects by itself once the layer is back (htmx reconnects after 1006, 1011, 1012 and 1013
+# only), and fetches the transcript again, so it misses nothing.
 LAYER_DOWN = 1013
 LAYER_DOWN_NOTICE = (
     "Live updates are paused: the server cannot reach Redis, which carries replies to your "

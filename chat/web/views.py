@@ -222,7 +222,7 @@ def message_pin(request: HttpRequest, message_id: int) -> HttpResponse:
         message = conversations.set_pinned(request.user, message_id, pinned)
     except ActionError as exc:
         # Said in the page's notice (chat.js); an unknown or another user's message is a 404.
-        unknown = exc.reason == conversations.NO_SUCH_MESSAGE
+        unknown = isinstance(exc, conversations.NoSuchMessage)
         return HttpResponse(
             exc.reason, status=404 if unknown else 400, content_type="text/plain; charset=utf-8"
         )
