@@ -111,4 +111,5 @@ class Review(models.Model):
         ordering = ["at", "id"]
 
     def __str__(self) -> str:
-        return f"{self.action} by {self.user_id} at {self.at:%Y-%m-%d %H:%M}"
+        who = self.user.get_username() if self.user else "a deleted account"
+        return f"{self.action} by {who} at {self.at:%Y-%m-%d %H:%M}"

@@ -85,3 +85,13 @@ def test_the_admin_reads_the_branch_once_however_long_the_conversation(
             admin_client.get(f"/admin/chat/conversation/{other.pk}/change/")
         counts.append(len(queries))
     assert counts[0] == counts[1]
+
+
+def test_a_review_names_who_made_it(admin_client, boundary, alice):
+    from compaction.models import Review
+
+    Review.objects.create(compaction=boundary, action="edited", user=alice)
+    Review.objects.create(compaction=boundary, action="approved", user=None)
+    page = admin_client.get(f"/admin/compaction/compaction/{boundary.pk}/change/").content.decode()
+    assert "edited by alice at" in page and "approved by a deleted account at" in page
+    assert "edited by 1 " not in page

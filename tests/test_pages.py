@@ -47,7 +47,9 @@ def test_export_json_has_the_documented_shape_and_the_exact_window(client, alice
     add_turns(conversation, 4)
     committed_boundary(conversation, 5, summary="## Primary request and intent\nTest the export.")
     client.force_login(alice)
-    data = client.get(f"/conversations/{conversation.pk}/export.json").json()
+    response = client.get(f"/conversations/{conversation.pk}/export.json")
+    assert response["Content-Disposition"].startswith("attachment; filename=")  # as export.md
+    data = response.json()
     assert set(data) == {
         "id",
         "title",

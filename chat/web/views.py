@@ -237,7 +237,8 @@ def conversation_export(request: HttpRequest, conversation_id: int) -> JsonRespo
         exports.conversation_json(conversation), json_dumps_params={"ensure_ascii": False}
     )
     filename = exports.filename(conversation, "json")
-    response["Content-Disposition"] = f'inline; filename="{filename}"'
+    # A download, as export.md is: a file to keep or import, not a page of raw JSON in the tab.
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response
 
 
