@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 
 from asgiref.sync import sync_to_async
 
-from chat.models import Conversation, Message, duration
+from chat.models import Conversation, Message, Pin, duration
 from chat.safe_markdown import code_span, contained, fenced, inline, quoted
 from chat.transcript import SHOWN_BOUNDARIES, current_branch
 from chat.window import load_window
@@ -97,7 +97,8 @@ def conversation_markdown(conversation: Conversation) -> Iterator[str]:
     """The conversation as a Markdown document, in pieces: title, model, system prompt, then
     the transcript in order, with a divider at each compaction boundary (its trigger, its token
     counts before and after, its summary quoted). Every version is there, in the order written;
-    those off the branch on screen say so. Three queries, whatever its length."""
+    those off the branch on screen say so, and pinned ones are marked. Four queries, whatever its
+    length."""
     model = registry.model_info(conversation.model)
     yield f"# {inline(conversation.title)}\n\n"
     named = code_span(model.id)
@@ -120,6 +121,7 @@ def conversation_markdown(conversation: Conversation) -> Iterator[str]:
     waiting = iter(boundaries)
     boundary = next(waiting, None)
     branch = current_branch(conversation)
+    pinned = set(Pin.objects.filter(conversation=conversation).values_list("message_id", flat=True))
     rows = (
         conversation.messages.order_by("seq")
         .only(
@@ -141,7 +143,12 @@ def conversation_markdown(conversation: Conversation) -> Iterator[str]:
         while boundary is not None and (boundary.divider_seq or 0) <= message.seq:
             yield divider(boundary)
             boundary = next(waiting, None)
-        yield message_markdown(message, conversation.model, off_branch=message.seq not in branch)
+        yield message_markdown(
+            message,
+            conversation.model,
+            off_branch=message.seq not in branch,
+            pinned=message.pk in pinned,
+        )
     if empty:
         yield "*(no messages yet)*\n\n"
     while boundary is not None:  # a boundary past the last message (none should be)
@@ -150,7 +157,11 @@ def conversation_markdown(conversation: Conversation) -> Iterator[str]:
 
 
 def message_markdown(
-    message: Message, conversation_model: str = "", *, off_branch: bool = False
+    message: Message,
+    conversation_model: str = "",
+    *,
+    off_branch: bool = False,
+    pinned: bool = False,
 ) -> str:
     """One message: a heading with its role, number, time and any status, then its blocks."""
     heading = [ROLE_NAMES.get(message.role, inline(message.role)), f"#{message.seq}"]
@@ -159,7 +170,11 @@ def message_markdown(
         heading.append(inline(message.model))
     if message.status != Message.Status.COMPLETE:
         heading.append(inline(message.status))
+    if pinned:
+        heading.append("pinned")
     parts = [f"### {' · '.join(heading)}"]
+    if pinned:
+        parts.append("*Pinned: carried verbatim into every window, summaries or not.*")
     if off_branch:
         parts.append(f"*Another version, off the branch on screen: it follows #{message.parent}.*")
     note = STATUS_NOTES.get(message.status)

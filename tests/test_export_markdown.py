@@ -351,8 +351,9 @@ def test_queries_do_not_grow_with_the_conversation(client, alice):
             text = "".join(exports.conversation_markdown(conversation))
         assert f"### Assistant · #{2 * turns}" in text
         counts.append(len(queries))
-    # The boundaries, the branch on screen ((seq, parent) pairs), the messages by .iterator().
-    assert counts[0] == counts[1] == 3
+    # The boundaries, the branch on screen ((seq, parent) pairs), the pins, the messages by
+    # .iterator().
+    assert counts[0] == counts[1] == 4
 
 
 @pytest.mark.django_db(transaction=True)
@@ -374,3 +375,15 @@ async def test_under_asgi_it_streams_from_an_async_iterator(alice):
 def test_batched_joins_pieces_into_chunks():
     assert list(exports.batched(["ab", "cd", "e"], size=3)) == ["abcd", "e"]
     assert list(exports.batched([], size=3)) == []
+
+
+def test_pinned_messages_are_marked(client, alice, conversation):
+    from chat.models import Pin
+
+    client.force_login(alice)
+    add(conversation, 1, "user", "Keep this: the budget is 4,000.")
+    kept = add(conversation, 2, "assistant", "Noted.")
+    Pin.objects.create(conversation=conversation, message=kept)
+    text = download(client, conversation)
+    assert "### Assistant · #2 · " in text and " · pinned\n\n*Pinned: carried verbatim" in text
+    assert text.count(" · pinned") == 1  # message 1 is not
