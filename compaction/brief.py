@@ -10,11 +10,12 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from compaction import facts
 from compaction.entries import Entry
 from compaction.prompt import SECTIONS, clip, lines_of, one_line
 from providers.values import Usage
 
-RULES_NOTE = "[Rule-based summary (no model): user messages and key lines of the replies.]"
+RULES_NOTE = "[Rule-based summary (no model): facts kept, user messages, key lines of replies.]"
 
 # --- Markdown kept in its place -------------------------------------------------------------------
 
@@ -104,10 +105,6 @@ def _strip_analysis(body: str) -> str:
 _PER_USER_MESSAGE = 600
 _MIN_PER_USER_MESSAGE = 80
 _PER_LINE = 200
-_PATH_RE = re.compile(
-    r"(?:[\w.-]+/)+[\w.-]+|\b[\w-]+\.(?:py|js|ts|tsx|jsx|html|css|md|json|toml|ya?ml|txt|sql|sh|"
-    r"rs|go|java|rb|c|h|cpp|ini|cfg)\b"
-)
 _CODE_RE = re.compile(r"`([^`\n]{2,60})`")
 _ERROR_RE = re.compile(
     r"\b(error|exception|traceback|failed|fails|failing|bug|fix(?:ed|es)?)\b", re.I
@@ -116,11 +113,18 @@ _DECISION_RE = re.compile(
     r"\b(decid\w*|decision|chose|choose|instead|because|we will|we'll|i will|i'll|plan)\b", re.I
 )
 _PENDING_RE = re.compile(r"\b(todo|to do|next|remaining|still need|need to|pending|later)\b", re.I)
-# How the room left after the fixed framing is shared out, in 48ths: user messages get the
-# largest share because they are the one thing a brief must never lose, then the earlier brief.
-# "lines" is each of three line-picking sections, "small" each of four short ones.
-_WEIGHTS = {"users": 19, "previous": 8, "intent": 3, "lines": 3, "small": 2}
-_WEIGHT_TOTAL = 48  # 19 + 8 + 3 + 3 * 3 + 4 * 2 + slack 1
+# How the room left after the fixed framing is shared out, in 47ths: the facts carried from every
+# folded message and this span's user messages get the largest shares, because they are what a
+# brief must never lose; the brief of the span before, one level deep, comes next. "lines" is
+# each of three line-picking sections, "small" each of four short ones. Room a section leaves
+# unused goes to the facts.
+_WEIGHTS = {"facts": 8, "users": 17, "previous": 5, "intent": 3, "lines": 2, "small": 2}
+_WEIGHT_TOTAL = 47  # 8 + 17 + 5 + 3 + 3 * 2 + 4 * 2
+# The facts section's own cap, whatever the room: a brief is read at every turn.
+MAX_FACTS = 30
+FACTS_HEADING = "Facts kept"
+EARLIER_HEADING = "Earlier brief"
+_LEFT_OUT_RE = re.compile(r"^- \((\d+) facts? left out\b", re.MULTILINE)
 
 
 def rule_based_summary(
@@ -129,21 +133,25 @@ def rule_based_summary(
     instructions: str = "",
     max_chars: int = 6000,
 ) -> str:
-    """A bounded, deterministic brief built without a model. Never empty, never over max_chars."""
+    """A bounded, deterministic brief built without a model. Never empty, never over max_chars.
+
+    It carries forward the facts of the brief before it (`compaction/facts.py`) with those of
+    the messages it folds, and the rest of that brief one level deep: a brief nested in a brief
+    in a brief would leave, after a few compactions, nothing but their openings."""
     if max_chars < 1:
         raise ValueError("max_chars must be at least 1")
     users = [e for e in entries if e.role == "user" and e.starts_user_turn and e.text.strip()]
     assistants = [e for e in entries if e.role == "assistant"]
     # Fixed framing (note, headings) first; what is left is shared out by _WEIGHTS.
     # When the bound is tight, user messages still get at least half of it: they matter most.
-    room = max(max_chars - len(RULES_NOTE) - 40 * (len(SECTIONS) + 1), max_chars // 2)
+    room = max(max_chars - len(RULES_NOTE) - 40 * (len(SECTIONS) + 2), max_chars // 2)
     share = {name: room * weight // _WEIGHT_TOTAL for name, weight in _WEIGHTS.items()}
     sections = {
         "Primary request and intent": _intent(
             users, instructions, max(share["intent"], _PER_LINE + 30)
         ),
         "Key technical concepts": _concepts(entries, share["small"]),
-        "Files and code": _matching_lines(entries, _PATH_RE, share["lines"]),
+        "Files and code": _matching_lines(entries, facts.PATH_RE, share["lines"]),
         "Errors and fixes": _matching_lines(entries, _ERROR_RE, share["lines"]),
         "Problem solving": _assistant_key_lines(assistants, share["lines"]),
         "All user messages": _user_messages(users, share["users"]),
@@ -151,19 +159,69 @@ def rule_based_summary(
         "Current work": _current_work(assistants, share["small"]),
         "Next step": _next_step(users, share["small"]),
     }
-    parts = [RULES_NOTE]
-    if previous_summary and previous_summary.strip():
-        # Cut to its share, which may fall inside one of its code blocks: closed where it ends.
-        earlier = close_open_fence(
-            _demote_headings(clip(previous_summary.strip(), share["previous"]))
-        )
-        parts.append(f"## Earlier brief\n{earlier}")
-    for name in SECTIONS:
-        if sections[name]:  # an empty heading would only spend the bounded room
-            parts.append(f"## {name}\n{sections[name]}")
-    if not entries and not (previous_summary and previous_summary.strip()):
+    parts = [f"## {name}\n{sections[name]}" for name in SECTIONS if sections[name]]
+    previous = (previous_summary or "").strip()
+    if previous:
+        earlier = _earlier_brief(previous)
+        if earlier:
+            # Cut to its share, which may fall inside one of its code blocks: closed where it ends.
+            earlier = close_open_fence(_demote_headings(clip(earlier, share["previous"])))
+            parts.insert(0, f"## {EARLIER_HEADING}\n{earlier}")
+    used = len(RULES_NOTE) + sum(len(p) + 2 for p in parts)
+    kept = _facts_section(entries, previous, max_chars - used - len(FACTS_HEADING) - 6)
+    if kept:
+        parts.insert(0, f"## {FACTS_HEADING}\n{kept}")
+    if not entries and not previous:
         parts.append("No earlier messages to summarise.")
-    return clip("\n\n".join(parts), max_chars)
+    return clip("\n\n".join([RULES_NOTE, *parts]), max_chars)
+
+
+def _facts_section(entries: Sequence[Entry], previous: str, budget: int) -> str:
+    """The facts of the brief before and of `entries`, merged, within `budget` characters and
+    MAX_FACTS; a last line says how many were ever left out."""
+    carried = _section(previous, FACTS_HEADING)
+    known = facts.merged([*facts.parse_lines(carried), *facts.facts_of(entries)])
+    earlier_left_out = sum(int(n) for n in _LEFT_OUT_RE.findall(carried))
+    note = 80  # room for the line that counts what was left out
+    kept, left_out = facts.within(known, budget - note, MAX_FACTS)
+    lines = [fact.line() for fact in kept]
+    if total := earlier_left_out + len(left_out):
+        lines.append(
+            f"- ({total} facts left out for length so far, least important and latest first)"
+        )
+    return clip("\n".join(lines), max(budget, 0)) if lines else ""
+
+
+def _sections(text: str) -> list[tuple[str | None, str]]:
+    """A brief's top-level sections as (heading, body); what precedes the first heading has
+    None as its heading."""
+    found: list[tuple[str | None, str]] = []
+    heading, body = None, []
+    for line in text.split("\n"):
+        if line.startswith("## "):
+            found.append((heading, "\n".join(body).strip()))
+            heading, body = line[3:].strip(), []
+        else:
+            body.append(line)
+    found.append((heading, "\n".join(body).strip()))
+    return [(h, b) for h, b in found if h is not None or b]
+
+
+def _section(text: str, heading: str) -> str:
+    return "\n".join(body for name, body in _sections(text) if name == heading)
+
+
+def _earlier_brief(previous: str) -> str:
+    """The brief before, without what this one carries itself: its note, its facts (merged into
+    this brief's) and its own earlier brief (one level is kept, not a chain)."""
+    kept = []
+    for heading, body in _sections(previous):
+        if heading is None:
+            if body != RULES_NOTE:
+                kept.append(body)
+        elif heading not in (FACTS_HEADING, EARLIER_HEADING):
+            kept.append(f"## {heading}\n{body}")
+    return "\n\n".join(kept)
 
 
 def _demote_headings(text: str) -> str:
