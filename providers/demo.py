@@ -3,9 +3,10 @@
 With no API key a newcomer still sees the whole app work: the demo streams word by word, says how
 many messages and tokens its window holds and whether a summary heads it, and, asked a question,
 quotes the line of its window that best matches, so what the model still "remembers" after a
-compaction is visible. Asked something nothing in its window matches, it calls the recall tool
-`search_history` (when the request offers it) and quotes the best hit with its message number,
-so recall after a compaction can be seen without an API key.
+compaction is visible (a line of the summary that cites a message is quoted with its number).
+Asked something nothing in its window matches, it calls the recall tool `search_history` (when
+the request offers it) and quotes the best hit that is not an echo of the question, with its
+message number, so recall after a compaction can be seen without an API key.
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ class DemoClient:
                 "type": "tool_use",
                 "id": f"toolu_demo_{len(request.messages)}",
                 "name": SEARCH_TOOL,
-                "input": {"query": query, "limit": 3},
+                "input": {"query": query, "limit": SEARCH_LIMIT},
             }
             content.append(call)
             yield ToolUseStart(1, call["id"], SEARCH_TOOL)
@@ -90,12 +91,21 @@ class DemoClient:
 
 
 SEARCH_TOOL = "search_history"
+# Hits asked for: room for the question's own echoes (asked before, repeated in replies) besides
+# the answer, in a window the size of the demo's.
+SEARCH_LIMIT = 5
 # A window headed by a summary opens with a user message carrying it between these tags, each on
 # a line of its own, and the assistant's acknowledgement (compaction/window.py).
 SUMMARY_TAGS = ("<summary>", "</summary>")
 SUMMARY_RE = re.compile(r"^<summary>$.*^</summary>$", re.MULTILINE | re.DOTALL)
 # A search_history answer's hits: "#12 · user · 2026-11-30 18:04 · score 3.1" then the snippet.
 HIT_RE = re.compile(r"^#(\d+) · (\w+) · [^\n]*\n\s+(.+)$", re.MULTILINE)
+# How a hit's snippet marks the words the search matched, and a question within it (up to its
+# question mark, from where the sentence starts or the snippet was cut).
+MARK = "**"
+QUESTION_RE = re.compile(r"[^.!?\n]*\?")
+# A summary's line citing a message: "- (#12) The port is 8443." or "- (#12) "quoted words"".
+CITED_RE = re.compile(r'^- \(#(\d+)\) "?(.+?)"?$')
 
 
 def compose(system: str, messages: list[dict], *, can_search: bool = False):
@@ -135,7 +145,8 @@ def compose(system: str, messages: list[dict], *, can_search: bool = False):
         line = _best_line(said, window, whole=can_search)
         if line:
             parts.append(
-                "The line in my window that best matches your question:\n\n> " + _short(line)
+                _cited(line)
+                or "The line in my window that best matches your question:\n\n> " + _short(line)
             )
         elif can_search:
             parts.append("Nothing in my window matches your question; I'll search our history.")
@@ -158,16 +169,42 @@ def _search_results(messages: list[dict]) -> str | None:
 
 
 def _quote_hit(results: str) -> str:
-    hit = HIT_RE.search(results)
-    if hit is None:
+    """The answer from a search's hits: the best one that is not an echo of the question (its
+    matched words all inside questions: the question asked before, or repeated in a reply, or
+    sent as the search's own query), a person's message before a reply (the demo's replies only
+    repeat what it was told), named by its number."""
+    hits = [
+        (int(seq), role, snippet)
+        for seq, role, snippet in HIT_RE.findall(results)
+        if not _echo(snippet)
+    ]
+    if not hits:
+        if HIT_RE.search(results):
+            return (
+                "I searched our earlier messages and found only the question asked again, "
+                "nothing that answers it."
+            )
         return "I searched our earlier messages and found nothing about that."
-    seq, role, snippet = hit.groups()
+    seq, role, snippet = next((h for h in hits if h[1] == "user"), hits[0])
     who = "you" if role == "user" else "I"
-    snippet = _short(snippet.replace("**", ""), 300)
-    return (
-        f"I searched our earlier messages. The best match is message #{seq}, where {who} said:"
-        f"\n\n> {snippet}"
-    )
+    quote = _short(snippet.replace(MARK, ""), 300)
+    return f"I searched our earlier messages. In message #{seq} {who} said: “{quote}”"
+
+
+def _echo(snippet: str) -> bool:
+    """Whether every word the search matched in a hit's snippet lies inside a question: the
+    hit only repeats one, it answers none."""
+    return MARK not in QUESTION_RE.sub("", snippet)
+
+
+def _cited(line: str) -> str | None:
+    """A summary's line that cites its message ("- (#12) The port is 8443."), said with the
+    number; None for a line that cites none."""
+    match = CITED_RE.match(line)
+    if match is None:
+        return None
+    seq, said = match.groups()
+    return f"My summary of our earlier turns keeps it, citing message #{seq}: “{_short(said)}”"
 
 
 def _best_line(question: str, window: list[dict], *, whole: bool = False) -> str | None:

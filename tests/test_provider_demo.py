@@ -194,3 +194,82 @@ async def test_it_answers_an_empty_window():
     _, reply = await ask([])
 
     assert "My window holds 0 messages" in reply.text
+
+
+# --- recall: the answer quoted, not the question's echo ------------------------------------------
+
+QUESTION = "What did I say my name was?"
+
+
+def searched(hits: list[tuple[int, str, str]]) -> list[dict]:
+    """A window whose last message is the search_history result holding `hits`, as
+    tools/recall.py writes them (matched words between **)."""
+    lines = [f"{len(hits)} best matches for {QUESTION!r}, best first:"]
+    lines += [
+        f"#{seq} · {role} · 2026-12-04 10:0{seq % 10} · score 2\n  {s}" for seq, role, s in hits
+    ]
+    call = {"type": "tool_use", "id": "t1", "name": "search_history", "input": {"query": QUESTION}}
+    result = {"type": "tool_result", "tool_use_id": "t1", "content": "\n".join(lines)}
+    return [
+        {"role": "user", "content": QUESTION},
+        {"role": "assistant", "content": [{"type": "text", "text": "I'll search."}, call]},
+        {"role": "user", "content": [result]},
+    ]
+
+
+async def test_the_recall_answer_skips_echoes_of_the_question_and_names_the_message():
+    hits = [
+        (14, "assistant", "…You said: “What did I say my **name** was?” Nothing in my window…"),
+        (13, "user", "What did I say my **name** was?"),
+        (16, "assistant", 'search_history {"query": "What did I say my **name** was?"}'),
+        (3, "user", "My **name** is Ada Lovelace and my project lives in /srv/engine."),
+    ]
+
+    _, reply = await ask(searched(hits))
+
+    assert reply.text == (
+        "I searched our earlier messages. In message #3 you said: “My name is Ada Lovelace and "
+        "my project lives in /srv/engine.”"
+    )
+
+
+async def test_a_message_that_answers_as_well_as_asks_is_no_echo():
+    hits = [(5, "user", "My **name** is Ada, remember it. What did I say my **name** was?")]
+
+    _, reply = await ask(searched(hits))
+
+    assert "In message #5 you said: “My name is Ada, remember it." in reply.text
+
+
+async def test_a_persons_message_is_quoted_before_a_reply_that_repeats_it():
+    hits = [
+        (9, "assistant", "In message #3 you said: “My **name** is Ada Lovelace.”"),
+        (3, "user", "My **name** is Ada Lovelace."),
+    ]
+
+    _, reply = await ask(searched(hits))
+
+    assert reply.text.endswith("In message #3 you said: “My name is Ada Lovelace.”")
+    assert "#9" not in reply.text
+
+
+async def test_hits_that_only_echo_the_question_are_said_to_be_so():
+    hits = [(13, "user", "What did I say my **name** was?")]
+
+    _, reply = await ask(searched(hits))
+
+    assert "found only the question asked again" in reply.text
+    assert "#13" not in reply.text
+
+
+async def test_a_summary_line_that_cites_a_message_is_quoted_with_its_number():
+    messages = [
+        *summary_pair("## Facts kept\n- (#1) My name is Ada Lovelace and my project is big."),
+        {"role": "user", "content": "Carry on."},
+        {"role": "assistant", "content": [{"type": "text", "text": "Carrying on."}]},
+        {"role": "user", "content": QUESTION},
+    ]
+
+    _, reply = await ask(messages)
+
+    assert "citing message #1: “My name is Ada Lovelace and my project is big.”" in reply.text
