@@ -12,8 +12,13 @@ committed. Then, per fact, the question a user would ask about it is checked thr
 
   window   the exact answer (the number, the name, ...) is in the window the next request
            would carry: what a compacting chat without recall still "knows";
+  brief    the exact answer is in the latest summary (the rule-based brief's facts carried
+           through every compaction): what the brief alone still holds;
   top 5    the message stating it is among `search_history`'s 5 best hits for the question
            (the model's recall tool, the same search as the people's search box);
+  recall   the answer the demo model gives from `search_history`'s hits for the question (the
+           best hit that is not an echo of the question) contains it: what the recall tool
+           alone still holds;
   demo     the question is sent as a turn: the demo model answers from its window, or, when
            nothing there matches, calls `search_history` and quotes the best hit; does its
            reply contain the answer?
@@ -161,7 +166,10 @@ async def drive(args, user, conversation) -> dict:
     from chat.turns import engine
     from chat.window import load_window
     from compaction.models import Compaction
+    from providers.demo import SEARCH_LIMIT, quote_hits
     from search.messages import search
+    from tools.recall import search_history
+    from tools.values import Context
 
     without_background()
     rng = random.Random(args.seed)
@@ -189,9 +197,17 @@ async def drive(args, user, conversation) -> dict:
 
     window = await sync_to_async(load_window)(conversation)
     window_text = str(window.window().as_request())
+    latest = await committed.order_by("-pk").afirst()
+    brief = latest.summary if latest else ""
+    tool = Context(user.pk, conversation.pk)
     results = []
     for i, fact in enumerate(facts):
         in_window = fact.answer in window_text
+        in_brief = fact.answer in brief
+        found = await sync_to_async(search_history)(
+            tool, {"query": fact.question, "limit": SEARCH_LIMIT}
+        )
+        in_recall = fact.answer in quote_hits(found)
         hits = await sync_to_async(search)(
             user, fact.question, conversation_id=conversation.pk, limit=5
         )
@@ -202,13 +218,14 @@ async def drive(args, user, conversation) -> dict:
         # The reply's last words: the quote it answers with (after a search, the hit).
         final = next((b["text"] for b in reversed(reply.content) if b.get("type") == "text"), "")
         in_answer = fact.answer in final
-        results.append((fact, in_window, in_top5, in_answer, used_tool, final))
+        results.append((fact, in_window, in_brief, in_top5, in_recall, in_answer, used_tool, final))
     await engine.shutdown()
     return {
         "turns": turns,
         "compactions": compactions,
         "build_seconds": build_seconds,
         "first_kept": window.first_kept,
+        "brief_chars": len(brief),
         "results": results,
     }
 
@@ -218,28 +235,30 @@ def report(args, outcome: dict) -> int:
     print(
         f"{outcome['turns']} turns, {outcome['compactions']} compactions (budget "
         f"{args.budget:,} tokens), built in {outcome['build_seconds']:.0f} s; the window now "
-        f"starts at message #{outcome['first_kept']}."
+        f"starts at message #{outcome['first_kept']}; the latest brief is "
+        f"{outcome['brief_chars']:,} characters."
     )
     print(
         f"{len(results)} planted facts ({args.facts_per_kind} per kind), each asked about "
         "after the compactions.\n"
     )
-    header = f"{'kind':10} {'facts':>5} {'window':>8} {'top 5':>8} {'demo':>8} {'via tool':>9}"
+    columns = ("window", "brief", "top 5", "recall", "demo")
+    header = f"{'kind':10} {'facts':>5} " + " ".join(f"{c:>7}" for c in columns) + " via tool"
     print(header)
     print("-" * len(header))
 
-    def row(name: str, rows: list) -> tuple[float, float, float]:
+    def row(name: str, rows: list) -> list[float]:
         n = len(rows)
-        share = [sum(r[k] for r in rows) / n for k in (1, 2, 3)]
-        tools = sum(r[4] for r in rows)
-        print(f"{name:10} {n:5} {share[0]:8.0%} {share[1]:8.0%} {share[2]:8.0%} {tools:9}")
-        return tuple(share)
+        share = [sum(r[k] for r in rows) / n for k in range(1, len(columns) + 1)]
+        tools = sum(r[len(columns) + 1] for r in rows)
+        print(f"{name:10} {n:5} " + " ".join(f"{s:7.0%}" for s in share) + f" {tools:8}")
+        return share
 
     for kind in KINDS:
         row(kind, [r for r in results if r[0].kind == kind])
     print("-" * len(header))
-    _, top5, _ = row("all", results)
-    missed = [r[0] for r in results if not r[2]]
+    top5 = row("all", results)[2]
+    missed = [r[0] for r in results if not r[3]]
     for fact in missed:
         print(f"  not in the top 5: {fact.question!r} (answer {fact.answer})")
     if args.show:

@@ -113,7 +113,7 @@ def compose(system: str, messages: list[dict], *, can_search: bool = False):
     history for when nothing in the window answers (None: the turn ends here)."""
     results = _search_results(messages)
     if results is not None:
-        return _quote_hit(results), None
+        return quote_hits(results), None
     tokens = estimate_request(system, messages)
     summarised = _summarised(messages)
     head = (
@@ -168,7 +168,7 @@ def _search_results(messages: list[dict]) -> str | None:
     return "\n".join(block_text(b) for b in results)
 
 
-def _quote_hit(results: str) -> str:
+def quote_hits(results: str) -> str:
     """The answer from a search's hits: the best one that is not an echo of the question (its
     matched words all inside questions: the question asked before, or repeated in a reply, or
     sent as the search's own query), a person's message before a reply (the demo's replies only
