@@ -296,9 +296,12 @@ def _flag(value, what: str) -> bool:
 
 
 def _choice(value, what: str, allowed: tuple[str, ...] | None) -> str:
-    if not isinstance(value, str) or (allowed is not None and value not in allowed):
+    """One of `allowed`, or (None) any text."""
+    if allowed is None:
+        return text(value, what)
+    if not isinstance(value, str) or value not in allowed:
         shown = _shown(value) if isinstance(value, str) else describe(value)
-        named = " or ".join(f'"{a}"' for a in allowed) if allowed else "text"
+        named = " or ".join(f'"{a}"' for a in allowed)
         raise ActionError(f"{_cap(what)} is {shown}; it must be {named}.")
     return value
 

@@ -33,7 +33,7 @@ from chat import import_history, import_reader, import_rows, import_schema, limi
 from chat.conversations import title_from
 from chat.import_history import Said
 from chat.import_schema import Calls, Imported
-from chat.models import Conversation, Import, Message
+from chat.models import Conversation, Import, Message, Pin
 from chat.search_index import searchable_text
 from compaction.models import Compaction
 from core.errors import ActionError
@@ -336,15 +336,16 @@ class Staging:
 
 
 UNTITLED = "Imported conversation"
-IMPORTED = " (imported)"
+IMPORTED = "Imported: "
 
 
 def imported_title(title: str) -> str:
     """The title of an imported conversation says it is one (the one place deciding how), so a
-    copy is told from its original in the list; a copy imported again is not marked twice."""
-    if title == UNTITLED or title.endswith(IMPORTED):
+    copy is told from its original in the list: first, so a title cut short on screen keeps it.
+    A copy imported again is not marked twice."""
+    if title == UNTITLED or title.startswith(IMPORTED):
         return title
-    return title[: settings.MAX_TITLE_CHARS - len(IMPORTED)].rstrip() + IMPORTED
+    return (IMPORTED + title)[: settings.MAX_TITLE_CHARS]
 
 
 def _words(blocks: list[dict]) -> str:
@@ -405,12 +406,15 @@ def finish(run: Import, staging: Staging) -> None:
 
 
 def discard(run: Import) -> None:
-    """Delete what an import staged, a batch at a time, then the import itself. Staged messages
-    are nobody's yet (nothing pins, compacts or refers to them), so a batch is one DELETE over a
-    range of seq, on the (conversation, seq) index."""
+    """Delete what an import staged, a batch at a time, then the import itself. Once the pins
+    the file made are gone, staged messages are nobody's (no row refers to one; the compactions
+    name them by seq), so a batch is one DELETE over a range of seq, on the (conversation, seq)
+    index."""
     table = connection.ops.quote_name(Message._meta.db_table)
     batch = BATCH_MESSAGES * 4
     for pk in Conversation.objects.filter(importing=run).values_list("pk", flat=True):
+        with transaction.atomic():
+            Pin.objects.filter(conversation_id=pk).delete()
         top = Message.objects.filter(conversation_id=pk).aggregate(top=Max("seq"))["top"] or 0
         while top > 0:
             started = time.monotonic()

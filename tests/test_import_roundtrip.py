@@ -6,6 +6,8 @@ says it is an import, and a ChatGPT conversation keeps its own dates."""
 
 from __future__ import annotations
 
+import copy
+import html
 import json
 from datetime import UTC, datetime
 
@@ -21,6 +23,7 @@ from compaction.models import Compaction
 from support.waiting import settle
 from tests.conftest import frame, receive_until, shows, socket_for
 from tests.test_import import chatgpt_conversation
+from tests.test_import_fuzz import OWN, REASON
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("channel_layer")]
 
@@ -159,7 +162,7 @@ async def test_export_import_export_gives_the_same_conversation(
     again = await sync_to_async(exported)(client, copy.pk)
 
     assert comparable(again) == comparable(first)
-    assert again["title"] == f"{first['title']} (imported)"
+    assert again["title"] == f"Imported: {first['title']}"
     assert all(c["imported"] for c in again["compactions"])
     original = await Conversation.objects.aget(pk=conversation.pk)
     assert await sync_to_async(shown)(copy) == await sync_to_async(shown)(original)
@@ -169,7 +172,8 @@ async def test_export_import_export_gives_the_same_conversation(
     assert window.tokens == first["window"]["tokens"] < 3_000
     page = (await sync_to_async(client.get)(f"/conversations/{copy.pk}/")).content.decode()
     assert f'data-tokens="{first["window"]["tokens"]}"' in page
-    assert f"{first['title']} (imported)" in page
+    assert f"Imported: {first['title']}" in page
+    assert page.count('<span class="badge">imported</span>') == 3  # on each divider
 
 
 def test_a_chatgpt_conversation_keeps_its_own_dates(client, alice):
@@ -189,5 +193,113 @@ def test_a_chatgpt_conversation_keeps_its_own_dates(client, alice):
         datetime.fromtimestamp(1_700_000_001, UTC),
     ]
     sidebar = client.get("/sidebar/", HTTP_HX_REQUEST="true").content.decode()
-    assert "Old chat (imported)" in sidebar
+    assert "Imported: Old chat" in sidebar
     assert TODAY not in sidebar  # under its own day (older), not today's
+
+
+# --- what the new fields refuse ------------------------------------------------------------------
+
+
+def changed(change) -> bytes:
+    doc = copy.deepcopy(OWN)
+    change(doc)
+    return json.dumps(doc).encode()
+
+
+def compaction_like(doc, **fields) -> dict:
+    return {**doc["compactions"][0], "id": 8, **fields}
+
+
+REFUSED = {
+    "a malformed date": (
+        lambda d: d["messages"][0].update(created_at="2024-02-30T10:00:00"),
+        "Message 1's created_at is '2024-02-30T10:00:00'; it must be a date",
+    ),
+    "a boundary naming a message not in the file": (
+        lambda d: d["compactions"][0].update(first_kept_seq=9),
+        "A compaction names message #9, and the file holds 3 messages",
+    ),
+    "a boundary out of order": (
+        lambda d: d["compactions"].append(
+            compaction_like(d, first_kept_seq=1, created_at="2024-05-01T13:00:00+00:00")
+        ),
+        "Compaction 2 keeps messages from #1, before #2",
+    ),
+    "a boundary dated before the one listed before it": (
+        lambda d: d["compactions"].append(
+            compaction_like(d, created_at="2024-05-01T11:00:00+00:00")
+        ),
+        "Compaction 2 is dated before the one listed before it",
+    ),
+    "two compactions with one id": (
+        lambda d: d["compactions"].append({**d["compactions"][0]}),
+        "Compaction 2 has the id 7 of another one",
+    ),
+    "a committed summary that is empty": (
+        lambda d: d["compactions"][0].update(summary=" "),
+        "Compaction 1 is committed with an empty summary",
+    ),
+    "a window sent under a compaction the file does not list": (
+        lambda d: d["messages"][1].update(window_boundary=8),
+        "Message 2's window_boundary is 8: the file lists no compaction with that id",
+    ),
+    "a parent listed after its message": (
+        lambda d: d["messages"][1].update(parent=3),
+        "Message 2's parent is 3; it must be the seq of a message listed before it",
+    ),
+    "a branch ending past the file": (
+        lambda d: d.update(branch_end=4),
+        "The branch_end is 4; it must be the seq of a message in the file (1 to 3)",
+    ),
+    "a pin that is not true or false": (
+        lambda d: d["messages"][0].update(pinned="yes"),
+        "Message 1's pinned is a string; it must be true or false",
+    ),
+    "compactions that are not a list": (
+        lambda d: (d.update(compactions={"id": 7}), d["messages"][1].pop("window_boundary")),
+        '"compactions" is an object; it must be a list of compactions',
+    ),
+}
+
+
+@pytest.mark.parametrize("case", REFUSED)
+def test_a_bad_version_pin_boundary_or_date_is_a_400_with_its_reason(client, alice, case):
+    change, reason = REFUSED[case]
+    client.force_login(alice)
+    response = upload_raw(client, changed(change))
+    assert response.status_code == 400
+    assert reason in html.unescape(REASON.search(response.content.decode()).group(1))
+    assert not Conversation.objects.exists() and not Compaction.objects.exists()
+
+
+def test_a_chatgpt_date_that_is_not_seconds_is_a_400(client, alice):
+    bad = chatgpt_conversation("Old", [("user", ["hi"])]) | {"create_time": "yesterday"}
+    client.force_login(alice)
+    response = upload_raw(client, json.dumps([bad]).encode())
+    assert response.status_code == 400
+    assert "The create_time of conversation 1 is 'yesterday'" in html.unescape(
+        response.content.decode()
+    )
+
+
+def test_an_export_listing_its_compactions_last_keeps_them_and_its_pins(client, alice):
+    """Exports written before compactions came first (and hand-made files) still import whole:
+    only `window_boundary`, which names a compaction, needs it listed before."""
+    doc = copy.deepcopy(OWN)
+    doc["messages"][1].pop("window_boundary")
+    doc = {k: v for k, v in doc.items() if k != "compactions"} | {"compactions": doc["compactions"]}
+    client.force_login(alice)
+    assert upload_raw(client, json.dumps(doc).encode()).status_code == 302
+    copy_ = Conversation.objects.get(owner=alice)
+    boundary = Compaction.objects.get(conversation=copy_)
+    assert (boundary.status, boundary.first_kept_seq, boundary.imported) == ("committed", 2, True)
+    assert boundary.created_at == datetime(2024, 5, 1, 12, 30, tzinfo=UTC)
+    assert [m.seq for m in copy_.messages.filter(pin__isnull=False)] == [1]
+    assert (copy_.created_at, copy_.updated_at) == (
+        datetime(2024, 5, 1, 12, tzinfo=UTC),
+        datetime(2024, 5, 2, 12, tzinfo=UTC),
+    )
+
+
+def upload_raw(client, raw: bytes):
+    return client.post("/conversations/import/", {"file": SimpleUploadedFile("x.json", raw)})

@@ -152,7 +152,7 @@ def test_a_hundred_thousand_messages_import_as_one_conversation(client, alice):
     response = upload(client, {"title": "Long", "messages": turns(100_000)})
     assert response.status_code == 302
     conversation = Conversation.objects.get(owner=alice)
-    assert conversation.title == "Long (imported)" and conversation.deleted_at is None
+    assert conversation.title == "Imported: Long" and conversation.deleted_at is None
     assert conversation.messages.count() == 100_000
     assert conversation.messages.order_by("-seq").first().text == "plain message 99999"
 
