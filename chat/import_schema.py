@@ -10,7 +10,9 @@ block of any other type: each becomes a text block saying what it was ("[an imag
 not imported]"). Orphaned tool calls and results are kept as written; the window drops them
 from every request (compaction/window.py).
 
-Titles and text are checked as typed text is (core/clean.py): no NUL, no lone surrogate.
+Titles and text are checked as typed text is (core/clean.py): no NUL, no lone surrogate. What a
+message says of its place among versions, its pin, dates and figures, and an export's
+compactions, are checked in chat/import_history.py.
 """
 
 from __future__ import annotations

@@ -12,6 +12,10 @@ file found bad halfway has its staged rows deleted (in batches too) before the r
 answered. An import whose process died leaves its row's heartbeat to go stale: the next import,
 by anyone, clears it.
 
+This app's own export comes back whole: versions and the branch on screen, pins, compactions
+(marked imported), dates and the window's figures, so the copy's meter is right at once
+(docs/imports.md, "What a round trip keeps"). ChatGPT's conversations keep their dates.
+
 Real exports are untidy (a conversation opening with the assistant, two messages of one role in
 a row): the transcript keeps them as they were, and the window (compaction/window.py) makes
 every request valid. A conversation longer than the budget compacts before its first request,
