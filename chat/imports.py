@@ -39,6 +39,8 @@ from chat.import_history import Said
 from chat.import_schema import Calls, Imported
 from chat.models import Conversation, Import, Message, Pin
 from chat.search_index import searchable_text
+from chat.transcript import current_branch
+from compaction import boundaries
 from compaction.models import Compaction
 from core.errors import ActionError
 from providers import registry
@@ -397,16 +399,34 @@ def finish(run: Import, staging: Staging) -> None:
             if row.title == UNTITLED:
                 row.title = title_from(staged.first_words) or UNTITLED
             created, updated = staged.dates()
+            # None: the branch on screen ends at the newest message, as a send leaves it.
+            row.leaf_seq = None if staged.leaf == staged.seq else staged.leaf
             Conversation.objects.filter(pk=row.pk).update(
                 title=imported_title(row.title),
                 system_prompt=row.system_prompt,
-                # None: the branch on screen ends at the newest message, as a send leaves it.
-                leaf_seq=None if staged.leaf == staged.seq else staged.leaf,
+                leaf_seq=row.leaf_seq,
                 created_at=created,
                 updated_at=updated,
             )
+            _unpin_folded(row)
         Conversation.objects.filter(importing=run).update(deleted_at=None, importing=None)
         Import.objects.filter(pk=run.pk).delete()
+
+
+def _unpin_folded(conversation: Conversation) -> None:
+    """A pin on a version the latest boundary folded away off the branch would ride in every
+    window, out of reach: a compaction unpins those (chat/compactions.unpin_abandoned) and the
+    app never leaves one, but a file may. Pins are few; the branch is read only if one is
+    before the boundary."""
+    latest = boundaries.latest(conversation.pk, "first_kept_seq")
+    if latest is None:
+        return
+    pins = Pin.objects.filter(
+        conversation_id=conversation.pk, message__seq__lt=latest.first_kept_seq
+    ).values_list("pk", "message__seq")
+    if pins:
+        branch = current_branch(conversation)
+        Pin.objects.filter(pk__in=[pk for pk, seq in pins if seq not in branch]).delete()
 
 
 def discard(run: Import) -> None:

@@ -303,3 +303,17 @@ def test_an_export_listing_its_compactions_last_keeps_them_and_its_pins(client, 
 
 def upload_raw(client, raw: bytes):
     return client.post("/conversations/import/", {"file": SimpleUploadedFile("x.json", raw)})
+
+
+def test_a_pin_on_a_version_folded_away_off_the_branch_is_not_restored(client, alice):
+    """As a compaction unpins those (they would ride in every window, out of reach): the app
+    never exports one, a hand-made file may hold one."""
+    doc = copy.deepcopy(OWN)
+    doc["messages"][1].update(pinned=True)  # the reply to message 1, left off the branch:
+    doc["messages"][2].update(parent=1)  # message 3 follows message 1, not 2
+    doc["compactions"][0].update(first_kept_seq=3)  # and the boundary folds 1 and 2 away
+    client.force_login(alice)
+    assert upload_raw(client, json.dumps(doc).encode()).status_code == 302
+    copy_ = Conversation.objects.get(owner=alice)
+    assert [m.seq for m in copy_.messages.filter(pin__isnull=False)] == [1]
+    assert load_window(copy_).window().messages[0]["content"][0]["text"].count("Plan a trip")
