@@ -6,8 +6,8 @@ quietly turn `\\ud800` into "?"). The C parser (ijson's yajl2_c) turns them into
 refuses what JSON does not allow: NaN, Infinity, numbers beyond a 64-bit integer or a double,
 truncated or trailing text. From the events, `read` builds only what the import keeps (a spec
 says which keys, at any depth) and skips the rest unbuilt, counting how deep lists and objects
-nest; messages (this app's export) and conversations (ChatGPT's list) are handed over one at a
-time, as they are read, never the whole document.
+nest; messages and compactions (this app's export) and conversations (ChatGPT's list) are
+handed over one at a time, as they are read, never the whole document.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ _ESCAPE = re.compile(
 # What `read` builds of a value (see `_value`): all of it, or only a string, number, true/false
 # or null (a list or an object read past). A dict builds an object's named keys.
 ANY, SCALAR = "any", "scalar"
-STREAMED = object()  # in Fields: "messages" was a list, handed over item by item
+STREAMED = object()  # in Fields: a list ("messages"...) handed over item by item
 
 
 @dataclass(frozen=True)
@@ -50,8 +50,8 @@ class Skipped:
 
 @dataclass(frozen=True)
 class Item:
-    """One element of a streamed list: `where` is "messages" (this app's export) or
-    "conversations" (ChatGPT's list)."""
+    """One element of a streamed list: `where` is "messages" or "compactions" (this app's
+    export) or "conversations" (ChatGPT's list)."""
 
     where: str
     value: object
@@ -121,9 +121,10 @@ class Checked:
                 )
 
 
-def read(upload, limit: int, keep_message, keep_conversation, keep_top) -> Iterator:
-    """Items (messages or conversations) as they are read, then the top level's `Fields`.
-    ActionError for anything that is not JSON, too big or too deep."""
+def read(upload, limit: int, streamed: dict, keep_conversation, keep_top) -> Iterator:
+    """Items as they are read (an export's lists named in `streamed`, each item built as it
+    says, or ChatGPT's conversations), then the top level's `Fields`. ActionError for anything
+    that is not JSON, too big or too deep."""
     events = _events(Checked(upload, limit))
     event, value = _next(events)
     if event == "start_map":
@@ -131,12 +132,12 @@ def read(upload, limit: int, keep_message, keep_conversation, keep_top) -> Itera
         top = {}
         for key in _keys(events):
             event, value = _next(events)
-            if key == "messages" and event == "start_array":
-                for item in _array(events, 2, keep_message):
-                    yield Item("messages", item)
+            if key in streamed and event == "start_array":
+                for item in _array(events, 2, streamed[key]):
+                    yield Item(key, item)
                 top[key] = STREAMED
             else:
-                keep = SCALAR if key == "messages" else keep_top.get(key)
+                keep = SCALAR if key in streamed else keep_top.get(key)
                 found = _value(events, event, value, 2, keep)
                 if keep is not None:
                     top[key] = found

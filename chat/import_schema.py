@@ -10,18 +10,23 @@ block of any other type: each becomes a text block saying what it was ("[an imag
 not imported]"). Orphaned tool calls and results are kept as written; the window drops them
 from every request (compaction/window.py).
 
-Titles and text are checked as typed text is (core/clean.py): no NUL, no lone surrogate.
+Titles and text are checked as typed text is (core/clean.py): no NUL, no lone surrogate. What a
+message says of its place among versions, its pin, dates and figures, and an export's
+compactions, are checked in chat/import_history.py.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from django.conf import settings
 
+from chat.import_history import KEEP_DATES, KEEP_MESSAGE_HISTORY, Said, epoch, message_history
+from chat.import_history import text as _text
 from chat.import_reader import ANY, SCALAR, describe
-from core.clean import SYSTEM_PROMPT, clean, invalid_text
+from core.clean import SYSTEM_PROMPT, clean
 from core.errors import ActionError
 
 KEPT_STATUSES = {"complete", "error", "interrupted", "cancelled"}
@@ -31,23 +36,31 @@ _API_ID = re.compile(r"[A-Za-z0-9_-]{1,200}")
 _API_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 # What the reader builds (chat/import_reader.py): only these keys, the rest read past.
-KEEP_MESSAGE = {"role": SCALAR, "content": ANY, "status": SCALAR}
+KEEP_MESSAGE = {"role": SCALAR, "content": ANY, "status": SCALAR, **KEEP_MESSAGE_HISTORY}
 _KEEP_NODE = {
     "parent": SCALAR,
     "children": ANY,
-    "message": {"author": {"role": SCALAR}, "content": {"parts": ANY}},
+    "message": {"author": {"role": SCALAR}, "content": {"parts": ANY}, "create_time": SCALAR},
 }
-KEEP_CONVERSATION = {"title": SCALAR, "current_node": SCALAR, "mapping": {"*": _KEEP_NODE}}
-KEEP_TOP = {"title": SCALAR, "system_prompt": SCALAR, **KEEP_CONVERSATION}
+KEEP_CONVERSATION = {
+    "title": SCALAR,
+    "current_node": SCALAR,
+    "mapping": {"*": _KEEP_NODE},
+    "create_time": SCALAR,
+    "update_time": SCALAR,
+}
+KEEP_TOP = {"title": SCALAR, "system_prompt": SCALAR, **KEEP_CONVERSATION, **KEEP_DATES}
 
 
 @dataclass
 class Imported:
-    """One conversation as it will be stored; `messages` are (role, blocks, status)."""
+    """One conversation as it will be stored, with its dates when the file gives them."""
 
     title: str = ""
     system_prompt: str | None = None
-    messages: list[tuple[str, list[dict], str]] = field(default_factory=list)
+    messages: list[Said] = field(default_factory=list)
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
 
 
 @dataclass
@@ -60,8 +73,8 @@ class Calls:
 # --- this app's export.json ----------------------------------------------------------------------
 
 
-def message(raw, n: int, calls: Calls) -> tuple[str, list[dict], str]:
-    """Message `n` of an export: (role, blocks, status), or ActionError naming what is wrong."""
+def message(raw, n: int, calls: Calls) -> Said:
+    """Message `n` of an export, or ActionError naming what is wrong."""
     if not isinstance(raw, dict):
         raise ActionError(f"Message {n} is {describe(raw)}; a message is an object with a role.")
     role = raw.get("role")
@@ -72,7 +85,8 @@ def message(raw, n: int, calls: Calls) -> tuple[str, list[dict], str]:
     if status is not None and not isinstance(status, str):
         raise ActionError(f"Message {n}'s status is {describe(status)}; it must be a string.")
     status = status if status in KEPT_STATUSES else "complete"
-    return role, blocks(raw.get("content"), f"message {n}", role, calls), status
+    said = Said(role, blocks(raw.get("content"), f"message {n}", role, calls), status)
+    return message_history(raw, n, said)
 
 
 def blocks(content, where: str, role: str, calls: Calls) -> list[dict]:
@@ -222,16 +236,21 @@ def chatgpt(raw, n: int) -> Imported:
         seen.add(node_id)
         branch.append(nodes[node_id])
         node_id = nodes[node_id][0]
-    imported = Imported(title=title(raw.get("title"), where))
-    for _, said, _ in reversed(branch):
+    imported = Imported(
+        title=title(raw.get("title"), where),
+        created_at=epoch(raw.get("create_time"), f"the create_time of {where}"),
+        updated_at=epoch(raw.get("update_time"), f"the update_time of {where}"),
+    )
+    for _, said, _, at in reversed(branch):
         if said is not None:
             role, text = said
-            imported.messages.append((role, [{"type": "text", "text": text}], "complete"))
+            blocks = [{"type": "text", "text": text}]
+            imported.messages.append(Said(role, blocks, created_at=at or imported.created_at))
     return imported
 
 
-def _node(node, key: str, where: str) -> tuple[str | None, tuple[str, str] | None, bool]:
-    """A node as (parent, (role, text) or None, has children)."""
+def _node(node, key: str, where: str) -> tuple:
+    """A node as (parent, (role, text) or None, has children, when it was written or None)."""
     at = f"node {_shown(key)} of {where}"
     if not isinstance(node, dict):
         raise ActionError(f"The {at} is {describe(node)}; nodes are objects.")
@@ -244,7 +263,7 @@ def _node(node, key: str, where: str) -> tuple[str | None, tuple[str, str] | Non
         raise ActionError(f"The children of {at} must be a list of node ids.")
     message = node.get("message")
     if message is None:
-        return parent, None, bool(children)
+        return parent, None, bool(children), None
     if not isinstance(message, dict):
         raise ActionError(f"The message of {at} is {describe(message)}; it must be an object.")
     author = message.get("author")
@@ -264,7 +283,8 @@ def _node(node, key: str, where: str) -> tuple[str | None, tuple[str, str] | Non
             raise ActionError(f"Part {i} of {at} is {describe(part)}; it must be text.")
     text = "\n".join(p for p in parts or [] if isinstance(p, str)).strip()
     said = (role, _text(text, f"the text of {at}")) if role in ROLES and text else None
-    return parent, said, bool(children)
+    written = epoch(message.get("create_time"), f"the create_time of {at}")
+    return parent, said, bool(children), written
 
 
 # --- values --------------------------------------------------------------------------------------
@@ -275,15 +295,6 @@ def _string(value, what: str) -> str:
         shown = describe(value) if value != "" else "empty"
         raise ActionError(f"{what[0].upper()}{what[1:]} is {shown}; it must be text.")
     return _text(value, what)
-
-
-def _text(value, what: str) -> str:
-    if not isinstance(value, str):
-        raise ActionError(f"{what[0].upper()}{what[1:]} is {describe(value)}; it must be a string.")
-    problem = invalid_text(value)
-    if problem:
-        raise ActionError(f"{what[0].upper()}{what[1:]} {problem}.")
-    return value
 
 
 def _strings(value, what: str) -> None:

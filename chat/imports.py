@@ -12,6 +12,10 @@ file found bad halfway has its staged rows deleted (in batches too) before the r
 answered. An import whose process died leaves its row's heartbeat to go stale: the next import,
 by anyone, clears it.
 
+This app's own export comes back whole: versions and the branch on screen, pins, compactions
+(marked imported), dates and the window's figures, so the copy's meter is right at once
+(docs/imports.md, "What a round trip keeps"). ChatGPT's conversations keep their dates.
+
 Real exports are untidy (a conversation opening with the assistant, two messages of one role in
 a row): the transcript keeps them as they were, and the window (compaction/window.py) makes
 every request valid. A conversation longer than the budget compacts before its first request,
@@ -22,18 +26,22 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from chat import import_reader, import_schema, limits
+from chat import import_history, import_reader, import_rows, import_schema, limits
 from chat.conversations import title_from
+from chat.import_history import Said
 from chat.import_schema import Calls, Imported
-from chat.models import Conversation, Import, Message
+from chat.models import Conversation, Import, Message, Pin
 from chat.search_index import searchable_text
+from chat.transcript import current_branch
+from compaction import boundaries
+from compaction.models import Compaction
 from core.errors import ActionError
 from providers import registry
 from providers.tokens import estimate_content
@@ -91,7 +99,7 @@ def _stage(run: Import, user, upload) -> Staging:
     pieces = import_reader.read(
         upload,
         settings.IMPORT_MAX_BYTES,
-        import_schema.KEEP_MESSAGE,
+        {"messages": import_schema.KEEP_MESSAGE, "compactions": import_history.KEEP_COMPACTION},
         import_schema.KEEP_CONVERSATION,
         import_schema.KEEP_TOP,
     )
@@ -100,31 +108,44 @@ def _stage(run: Import, user, upload) -> Staging:
             _top(piece, own, staging)
         elif piece.where == "messages":
             own = own or staging.conversation(Imported())
-            staging.message(own, *import_schema.message(piece.value, staging.messages + 1, calls))
+            n = staging.messages + 1
+            staging.message(own, import_schema.message(piece.value, n, calls), n)
+        elif piece.where == "compactions":
+            own = own or staging.conversation(Imported())
+            staging.boundary(own, piece.value)
         else:
             staging.read += 1
             staging.whole(import_schema.chatgpt(piece.value, staging.read))
     if not staging.messages:
         raise ActionError("That file holds no messages to import.")
+    if own is not None:
+        own.order.check_named(own.seq)
     staging.flush()
     return staging
 
 
 def _top(fields: import_reader.Fields, own: Staged | None, staging: Staging) -> None:
-    """The top level, once read whole: this app's export (its title and system prompt apply to
-    the conversation its messages made), one ChatGPT conversation, or neither."""
+    """The top level, once read whole: this app's export (its title, system prompt, dates and
+    the end of the branch on screen apply to the conversation its messages made), one ChatGPT
+    conversation, or neither."""
     values = fields.values
     if "messages" in values:
-        if values["messages"] is not import_reader.STREAMED:
-            kind = import_reader.describe(values["messages"])
-            raise ActionError(f'"messages" is {kind}; it must be a list of messages.')
+        for key in ("messages", "compactions"):
+            if key in values and values[key] is not import_reader.STREAMED:
+                kind = import_reader.describe(values[key])
+                raise ActionError(f'"{key}" is {kind}; it must be a list of {key}.')
         title, system_prompt = import_schema.top(values)
         if own is not None:
             own.row.title = title or own.row.title
             own.row.system_prompt = (
                 own.row.system_prompt if system_prompt is None else system_prompt
             )
+            own.leaf = import_history.branch_end(values.get("branch_end"), own.seq)
+            own.created = import_history.moment(values.get("created_at"), "the file's created_at")
+            own.updated = import_history.moment(values.get("updated_at"), "the file's updated_at")
             staging.late.append(own)
+    elif own is not None:
+        raise ActionError('That file lists compactions but no "messages".')
     elif "mapping" in values:
         staging.whole(import_schema.chatgpt(values, 1))
     elif fields.kind != "a list" or not staging.read:
@@ -141,11 +162,25 @@ def _top(fields: import_reader.Fields, own: Staged | None, staging: Staging) -> 
 @dataclass
 class Staged:
     """One conversation being imported: its row (saved with the first batch it is in), the
-    seq of its last message, the words its title is made from if the file gives none."""
+    seq of its last message, the words its title is made from if the file gives none, its
+    dates, the end of its branch on screen, and its boundaries so far."""
 
     row: Conversation
     seq: int = 0
     first_words: str = ""
+    created: datetime | None = None  # the file's (an export's are read at its end)
+    updated: datetime | None = None
+    first_at: datetime | None = None  # the earliest and latest dates of its messages
+    last_at: datetime | None = None
+    leaf: int | None = None  # the export's branch_end
+    order: import_history.Order = field(default_factory=import_history.Order)
+    # A compaction's id in the file -> its row's (None: read, not restored, or not yet written).
+    boundaries: dict[int, int | None] = field(default_factory=dict)
+
+    def dates(self) -> tuple[datetime, datetime]:
+        """(created, updated): the file's, else its messages' first and last, else now."""
+        created = self.created or self.first_at or timezone.now()
+        return created, max(self.updated or self.last_at or created, created)
 
 
 @dataclass
@@ -157,12 +192,16 @@ class Staging:
     read: int = 0  # ChatGPT conversations read (numbered in reasons)
     count: int = 0  # conversations made
     messages: int = 0
+    compactions: int = 0  # compactions read (numbered in reasons)
     first: int | None = None  # the first conversation's id
-    late: list[Staged] = field(default_factory=list)  # title and system prompt set at the end
-    new: list[Conversation] = field(default_factory=list)
-    rows: list[Message] = field(default_factory=list)
+    late: list[Staged] = field(default_factory=list)  # title, prompt, dates set at the end
+    new: list[Staged] = field(default_factory=list)
+    rows: list[tuple] = field(default_factory=list)
+    pins: list[tuple[Conversation, int]] = field(default_factory=list)
+    boundaries: list[tuple[Staged, import_history.Boundary]] = field(default_factory=list)
     chars: int = 0
     free_until: float = 0.0  # see _give_way
+    now: datetime = field(default_factory=timezone.now)  # the date of what the file leaves undated
 
     def conversation(self, item: Imported) -> Staged:
         if self.count >= settings.IMPORT_MAX_CONVERSATIONS:
@@ -170,10 +209,10 @@ class Staging:
                 f"That file holds more than {settings.IMPORT_MAX_CONVERSATIONS:,} "
                 "conversations; at most that many are imported at once."
             )
-        first_user = next((b for r, b, _ in item.messages if r == "user"), [])
+        first_user = next((m.blocks for m in item.messages if m.role == "user"), [])
         row = Conversation(
             owner=self.user,
-            title=item.title or title_from(_words(first_user)) or UNTITLED,
+            title=imported_title(item.title or title_from(_words(first_user)) or UNTITLED),
             # The model this deployment answers with, not the one the file names.
             model=registry.default_model(),
             system_prompt=settings.DEFAULT_SYSTEM_PROMPT
@@ -182,41 +221,113 @@ class Staging:
             deleted_at=timezone.now(),
             importing=self.run,
         )
-        self.new.append(row)
+        staged = Staged(row)
+        self.new.append(staged)
         self.count += 1
-        return Staged(row)
+        return staged
 
     def whole(self, item: Imported) -> None:
-        """A conversation read whole (ChatGPT's): staged if it has messages."""
+        """A conversation read whole (ChatGPT's): staged if it has messages, with its dates
+        (its own, else its messages')."""
         if item.messages:
             staged = self.conversation(item)
-            for role, blocks, status in item.messages:
-                self.message(staged, role, blocks, status)
+            dated = [m.created_at for m in item.messages if m.created_at]
+            staged.created = item.created_at or min(dated, default=None)
+            staged.updated = item.updated_at or max(dated, default=None)
+            for said in item.messages:
+                self.message(staged, said)
 
-    def message(self, staged: Staged, role: str, blocks: list[dict], status: str) -> None:
-        if role == "user" and not staged.first_words:
-            staged.first_words = _words(blocks)
-        text = searchable_text(blocks)
+    def message(self, staged: Staged, said: Said, n: int = 0) -> None:
+        """Stage message `n` of the file (numbered in reasons) as the next of `staged`."""
+        if said.role == "user" and not staged.first_words:
+            staged.first_words = _words(said.blocks)
+        text = searchable_text(said.blocks)
         staged.seq += 1
         self.messages += 1
+        seq, at = staged.seq, said.created_at
+        if at is not None:
+            staged.first_at = min(staged.first_at or at, at)
+            staged.last_at = max(staged.last_at or at, at)
+        at = at or self.now
+        parent = None if said.parent in (None, seq - 1) else said.parent
+        boundary = self._boundary(staged, said, n)  # may write the batch so far first
         # The columns each message has of its own (MESSAGE_COLUMNS); the rest are the model's.
-        self.rows.append((staged, staged.seq, role, blocks, status, estimate_content(blocks), text))
+        self.rows.append(
+            (
+                *(staged.row, seq, parent, said.role, said.blocks, said.status),
+                *(estimate_content(said.blocks), text, at, said.updated_at or at),
+                *(said.window_tokens, said.window_head_tokens, boundary),
+            )
+        )
+        if said.pinned:
+            self.pins.append((staged.row, seq))
         self.chars += len(text) + 64
         if len(self.rows) >= BATCH_MESSAGES or self.chars >= BATCH_CHARS:
             self.flush()
 
+    def _boundary(self, staged: Staged, said: Said, n: int) -> int | None:
+        """The row id of the boundary a message's window was sent under (its `window_boundary`
+        names it by the file's id): compactions are written before the first message naming
+        one, so its id is known."""
+        if said.window_boundary is None:
+            return None
+        if self.boundaries:
+            self.flush()
+        if said.window_boundary not in staged.boundaries:
+            raise ActionError(
+                f"Message {n}'s window_boundary is {said.window_boundary}: the file lists no "
+                "compaction with that id before it."
+            )
+        return staged.boundaries[said.window_boundary]
+
+    def boundary(self, staged: Staged, raw) -> None:
+        """Stage the next compaction of an export, if it is one the import restores."""
+        self.compactions += 1
+        boundary = import_history.compaction(raw, self.compactions)
+        staged.order.check(boundary, self.compactions)
+        if boundary.file_id is not None:
+            staged.boundaries[boundary.file_id] = None
+        if boundary.restored:
+            self.boundaries.append((staged, boundary))
+            self.chars += len(boundary.fields["summary"]) + 256
+            if len(self.boundaries) >= BATCH_MESSAGES or self.chars >= BATCH_CHARS:
+                self.flush()
+
     def flush(self) -> None:
-        """Write the batch: its new conversations, then its messages, each in a short
-        transaction that also proves the import is still this process's (a stale one cleared
-        by another import stops here). The messages' values are made ready before their
-        transaction begins, so it holds the write lock only while the database inserts."""
+        """Write the batch: its new conversations, its compactions, then its messages and
+        their pins, each in a short transaction that also proves the import is still this
+        process's (a stale one cleared by another import stops here). The messages' values are
+        made ready before their transaction begins, so it holds the write lock only while the
+        database inserts."""
         if self.new:
-            self._written(lambda: Conversation.objects.bulk_create(self.new))
-            self.first = self.first or self.new[0].pk
+            self._written(
+                lambda: import_rows.dated(Conversation, [(s.row, *s.dates()) for s in self.new])
+            )
+            self.first = self.first or self.new[0].row.pk
+        if self.boundaries:
+            made = [
+                (Compaction(conversation=s.row, imported=True, **import_rows.undated(b.fields)), b)
+                for s, b in self.boundaries
+            ]
+            self._written(
+                lambda: import_rows.dated(
+                    Compaction, [(row, *import_rows.when(b.fields, self.now)) for row, b in made]
+                )
+            )
+            for (staged, boundary), (row, _) in zip(self.boundaries, made, strict=True):
+                if boundary.file_id is not None:
+                    staged.boundaries[boundary.file_id] = row.pk
         if self.rows:
-            sql, values = _insert(Message, MESSAGE_COLUMNS, self.rows)
-            self._written(lambda: connection.cursor().executemany(sql, values))
-        self.new, self.rows, self.chars = [], [], 0
+            sql, values = import_rows.insert(Message, import_rows.MESSAGE_COLUMNS, self.rows)
+            pins = self.pins
+
+            def write() -> None:
+                connection.cursor().executemany(sql, values)
+                if pins:
+                    import_rows.pin(pins)
+
+            self._written(write)
+        self.new, self.rows, self.pins, self.boundaries, self.chars = [], [], [], [], 0
 
     def _written(self, write) -> None:
         _give_way(self.free_until)
@@ -230,39 +341,17 @@ class Staging:
         self.free_until = _freed(started)
 
 
-MESSAGE_COLUMNS = ("conversation", "seq", "role", "content", "status", "tokens", "search_text")
-
-
-def _insert(model, columns: tuple[str, ...], rows: list[tuple]) -> tuple[str, list[tuple]]:
-    """One INSERT for many rows, and each row's values as the ORM's bulk_create would send
-    them, worked out before any lock is taken: `columns` from each row (a Staged for a
-    conversation), every other column as an unsaved instance of the model has it (defaults,
-    auto_now), the same for the whole batch."""
-    db = transaction.get_connection()
-    fields = [f for f in model._meta.concrete_fields if not f.primary_key]
-    template = model()
-    shared = {f.name: f.get_db_prep_save(f.pre_save(template, True), db) for f in fields}
-    own = {name: i for i, name in enumerate(columns)}
-    quote = db.ops.quote_name
-    sql = (
-        f"INSERT INTO {quote(model._meta.db_table)} "  # noqa: S608 - names from the model
-        f"({', '.join(quote(f.column) for f in fields)}) "
-        f"VALUES ({', '.join(['%s'] * len(fields))})"
-    )
-    pick = [(f, own.get(f.name)) for f in fields]
-    values = [
-        tuple(
-            shared[f.name]
-            if i is None
-            else f.get_db_prep_save(row[i].row.pk if f.is_relation else row[i], db)
-            for f, i in pick
-        )
-        for row in rows
-    ]
-    return sql, values
-
-
 UNTITLED = "Imported conversation"
+IMPORTED = "Imported: "
+
+
+def imported_title(title: str) -> str:
+    """The title of an imported conversation says it is one (the one place deciding how), so a
+    copy is told from its original in the list: first, so a title cut short on screen keeps it.
+    A copy imported again is not marked twice."""
+    if title == UNTITLED or title.startswith(IMPORTED):
+        return title
+    return (IMPORTED + title)[: settings.MAX_TITLE_CHARS]
 
 
 def _words(blocks: list[dict]) -> str:
@@ -309,20 +398,47 @@ def finish(run: Import, staging: Staging) -> None:
             row = staged.row
             if row.title == UNTITLED:
                 row.title = title_from(staged.first_words) or UNTITLED
+            created, updated = staged.dates()
+            # None: the branch on screen ends at the newest message, as a send leaves it.
+            row.leaf_seq = None if staged.leaf == staged.seq else staged.leaf
             Conversation.objects.filter(pk=row.pk).update(
-                title=row.title, system_prompt=row.system_prompt
+                title=imported_title(row.title),
+                system_prompt=row.system_prompt,
+                leaf_seq=row.leaf_seq,
+                created_at=created,
+                updated_at=updated,
             )
+            _unpin_folded(row)
         Conversation.objects.filter(importing=run).update(deleted_at=None, importing=None)
         Import.objects.filter(pk=run.pk).delete()
 
 
+def _unpin_folded(conversation: Conversation) -> None:
+    """A pin on a version the latest boundary folded away off the branch would ride in every
+    window, out of reach: a compaction unpins those (chat/compactions.unpin_abandoned) and the
+    app never leaves one, but a file may. Pins are few; the branch is read only if one is
+    before the boundary."""
+    latest = boundaries.latest(conversation.pk, "first_kept_seq")
+    if latest is None:
+        return
+    pins = Pin.objects.filter(
+        conversation_id=conversation.pk, message__seq__lt=latest.first_kept_seq
+    ).values_list("pk", "message__seq")
+    if pins:
+        branch = current_branch(conversation)
+        Pin.objects.filter(pk__in=[pk for pk, seq in pins if seq not in branch]).delete()
+
+
 def discard(run: Import) -> None:
-    """Delete what an import staged, a batch at a time, then the import itself. Staged messages
-    are nobody's yet (nothing pins, compacts or refers to them), so a batch is one DELETE over a
-    range of seq, on the (conversation, seq) index."""
+    """Delete what an import staged, a batch at a time, then the import itself. Once the pins
+    the file made are gone, staged messages are nobody's (no row refers to one; the compactions
+    name them by seq), so a batch is one DELETE over a range of seq, on the (conversation, seq)
+    index."""
     table = connection.ops.quote_name(Message._meta.db_table)
     batch = BATCH_MESSAGES * 4
     for pk in Conversation.objects.filter(importing=run).values_list("pk", flat=True):
+        with transaction.atomic():
+            Pin.objects.filter(conversation_id=pk).delete()
         top = Message.objects.filter(conversation_id=pk).aggregate(top=Max("seq"))["top"] or 0
         while top > 0:
             started = time.monotonic()

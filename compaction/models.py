@@ -53,6 +53,9 @@ class Compaction(UsageColumns):
     duration_ms = models.PositiveIntegerField(default=0)
     # The user changed the model's summary before approving it (review mode).
     edited = models.BooleanField(default=False)
+    # Restored by an import of an export (chat/imports.py), not made here: its summary and
+    # figures are the file's, and the divider and the admin say so.
+    imported = models.BooleanField(default=False)
     # Liveness of a running compaction (see Message.heartbeat_at).
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -70,7 +70,8 @@ def test_an_export_round_trips(client, alice, conversation):
     assert response.status_code == 302
     copy = Conversation.objects.exclude(pk=conversation.pk).get(owner=alice)
     assert response["Location"] == f"/conversations/{copy.pk}/"
-    assert copy.title == conversation.title and copy.system_prompt == conversation.system_prompt
+    assert copy.title == f"Imported: {conversation.title}"
+    assert copy.system_prompt == conversation.system_prompt
     assert [(m.seq, m.role, m.content) for m in copy.messages.order_by("seq")] == [
         (m["seq"], m["role"], m["content"]) for m in exported["messages"]
     ]
@@ -82,7 +83,7 @@ def test_only_role_and_content_are_required(client, alice):
     response = upload(client, {"messages": [{"role": "user", "content": "just text"}]})
     assert response.status_code == 302
     imported = Conversation.objects.get(owner=alice)
-    assert imported.title == "just text"
+    assert imported.title == "Imported: just text"
     assert imported.messages.get().content == [{"type": "text", "text": "just text"}]
 
 
@@ -104,7 +105,7 @@ def test_a_chatgpt_export_becomes_one_conversation_each_along_the_branch_on_scre
     assert response.status_code == 302
     first, second = Conversation.objects.filter(owner=alice).order_by("id")
     assert response["Location"] == f"/conversations/{first.pk}/"
-    assert (first.title, second.title) == ("Untidy one", "Tidy")
+    assert (first.title, second.title) == ("Imported: Untidy one", "Imported: Tidy")
     rows = list(first.messages.order_by("seq"))
     assert [(m.role, m.text) for m in rows] == [
         ("assistant", "Hello! How can I help?"),

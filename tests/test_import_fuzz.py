@@ -31,13 +31,45 @@ OWN = {
     "title": "Trip",
     "system_prompt": "Be brief.",
     "model": "ignored",
+    "created_at": "2024-05-01T12:00:00+00:00",
+    "updated_at": "2024-05-02T12:00:00+00:00",
+    "branch_end": 3,
+    "compactions": [
+        {
+            "id": 7,
+            "trigger": "manual",
+            "kind": "summary",
+            "status": "committed",
+            "first_kept_seq": 2,
+            "cleared_before_seq": None,
+            "cleared_count": 0,
+            "pre_tokens": 900,
+            "post_tokens": 300,
+            "summary": "The user plans a trip.",
+            "summariser": "model",
+            "instructions": "",
+            "edited": False,
+            "created_at": "2024-05-01T12:30:00+00:00",
+        }
+    ],
     "messages": [
-        {"seq": 1, "role": "user", "content": "Plan a trip", "status": "complete"},
+        {
+            "seq": 1,
+            "role": "user",
+            "content": "Plan a trip",
+            "status": "complete",
+            "pinned": True,
+            "created_at": "2024-05-01T12:00:00+00:00",
+        },
         {
             "seq": 2,
+            "parent": 1,
             "role": "assistant",
             "status": "complete",
             "tokens": 40,
+            "window_tokens": 120,
+            "window_head_tokens": 30,
+            "window_boundary": 7,
             "content": [
                 {"type": "text", "text": "Let me look."},
                 {"type": "tool_use", "id": "toolu_1", "name": "search", "input": {"q": "trip"}},
@@ -59,10 +91,10 @@ OWN = {
             ],
         },
     ],
-    "compactions": [],
 }
 CHATGPT = [
-    chatgpt_conversation("One", [("user", ["hi"]), ("assistant", ["hello", {"x": 1}])]),
+    chatgpt_conversation("One", [("user", ["hi"]), ("assistant", ["hello", {"x": 1}])])
+    | {"create_time": 1_700_000_000.25, "update_time": 1_700_000_500},
     chatgpt_conversation("Two", [("user", ["again"]), ("assistant", ["yes"])]),
 ]
 
@@ -87,12 +119,46 @@ def kind(value) -> str:
     return {str: STR, list: LIST, dict: DICT}[type(value)]
 
 
+COMPACTION_FIELDS = {
+    "id": {NUMBER, NONE},  # a whole number: see wrong_values
+    "trigger": "trigger",
+    "kind": "kind",
+    "status": {STR},
+    "first_kept_seq": "seq",
+    "cleared_before_seq": "seq or null",
+    "cleared_count": "count",
+    "pre_tokens": "count",
+    "post_tokens": "count",
+    "summary": {STR},
+    "summariser": {STR, NONE},
+    "instructions": {STR, NONE},
+    "edited": {BOOL, NONE},
+    "created_at": "date",
+}
+MESSAGE_FIELDS = {
+    "seq": "seq or null",
+    "parent": "parent",
+    "pinned": {BOOL, NONE},
+    "created_at": "date",
+    "window_tokens": "count",
+    "window_head_tokens": "count",
+    "window_boundary": {NUMBER, NONE},
+}
+
+
 def own_fields(doc: dict) -> list[tuple[tuple, set, object]]:
     """(path, kinds allowed, value test) for every field of an export the import reads."""
     fields = [(("title",), {STR, NONE}), (("system_prompt",), {STR, NONE}), (("messages",), {LIST})]
+    fields += [(("compactions",), {LIST}), (("branch_end",), "seq or null")]
+    fields += [(("created_at",), "date"), (("updated_at",), "date")]
+    for i, compaction in enumerate(doc["compactions"]):
+        at = ("compactions", i)
+        fields.append((at, {DICT}))
+        fields += [(at + (key,), COMPACTION_FIELDS[key]) for key in compaction]
     for i, message in enumerate(doc["messages"]):
         at = ("messages", i)
         fields += [(at, {DICT}), (at + ("role",), "role"), (at + ("status",), {STR, NONE})]
+        fields += [(at + (key,), rule) for key, rule in MESSAGE_FIELDS.items() if key in message]
         fields.append((at + ("content",), {STR, LIST}))
         if not isinstance(message["content"], list):
             continue
@@ -120,6 +186,7 @@ def chatgpt_fields(doc: list) -> list[tuple[tuple, set]]:
         c = (i,)
         fields += [(c, {DICT}), (c + ("title",), {STR, NONE}), (c + ("mapping",), {DICT})]
         fields.append((c + ("current_node",), {STR, NONE}))
+        fields += [(c + ("create_time",), "epoch"), (c + ("update_time",), "epoch")]
         for key, node in conversation["mapping"].items():
             n = c + ("mapping", key)
             fields += [(n, {DICT}), (n + ("parent",), {STR, NONE}), (n + ("children",), "ids")]
@@ -129,6 +196,8 @@ def chatgpt_fields(doc: list) -> list[tuple[tuple, set]]:
             m = n + ("message",)
             fields += [(m + ("author",), {DICT, NONE}), (m + ("author", "role"), {STR, NONE})]
             fields += [(m + ("content",), {DICT, NONE}), (m + ("content", "parts"), {LIST, NONE})]
+            if "create_time" in node["message"]:
+                fields.append((m + ("create_time",), "epoch"))
             for p in range(len(node["message"]["content"]["parts"])):
                 fields.append((m + ("content", "parts", p), {STR, DICT}))
     return fields
@@ -143,6 +212,18 @@ def wrong_values(allowed) -> list:
         return ["", 7, None, True, ["id"], {}]
     if allowed == "ids":
         return [1, "n0", {}, [1], [None], True]
+    if allowed in ("seq", "seq or null"):  # a message of the file, by its number
+        return [0, -1, 99, 1.5, "1", True, [1]] + ([] if allowed == "seq or null" else [None])
+    if allowed == "parent":  # 0 (none) or a message listed before
+        return [-1, 99, 1.5, "1", True, [1]]
+    if allowed == "epoch":  # seconds since 1970
+        return ["2024-05-01", -1, 1e13, True, [], {}]
+    if allowed == "count":
+        return [-1, 1.5, "3", True, 2**31, [], {}]
+    if allowed == "date":
+        return ["yesterday", "2024-13-01", "", 5, True, [], {}]
+    if allowed in ("trigger", "kind"):
+        return ["imported", "", 1, None, ["manual"]]
     return [v for k, values in SAMPLES.items() if k not in allowed for v in values]
 
 

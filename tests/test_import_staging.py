@@ -14,6 +14,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from chat import imports
+from chat.import_history import Said
 from chat.import_schema import Imported
 from chat.models import Conversation, Import, Message
 from chat.search_index import INDEXED_CHARS
@@ -72,7 +73,7 @@ def staged(alice, word: str) -> tuple[Import, imports.Staging]:
     item = Imported(title=f"Staged {word}")
     conversation = staging.conversation(item)
     for role in ("user", "assistant"):
-        staging.message(conversation, role, [{"type": "text", "text": f"{word} here"}], "complete")
+        staging.message(conversation, Said(role, [{"type": "text", "text": f"{word} here"}]))
     staging.flush()
     return run, staging
 
@@ -125,7 +126,7 @@ def test_an_import_left_by_a_dead_process_is_cleared_by_the_next(client, alice, 
     assert not Import.objects.exists()
     # Had its process only been slow, its next batch stops it, and it clears nothing of bob's.
     late = staging.conversation(Imported(title="late"))
-    staging.message(late, "user", [{"type": "text", "text": "x"}], "complete")
+    staging.message(late, Said("user", [{"type": "text", "text": "x"}]))
     with pytest.raises(imports.ActionError, match="stopped for too long"):
         staging.flush()
     assert Conversation.objects.filter(owner=bob).count() == 1
@@ -151,7 +152,7 @@ def test_a_hundred_thousand_messages_import_as_one_conversation(client, alice):
     response = upload(client, {"title": "Long", "messages": turns(100_000)})
     assert response.status_code == 302
     conversation = Conversation.objects.get(owner=alice)
-    assert conversation.title == "Long" and conversation.deleted_at is None
+    assert conversation.title == "Imported: Long" and conversation.deleted_at is None
     assert conversation.messages.count() == 100_000
     assert conversation.messages.order_by("-seq").first().text == "plain message 99999"
 

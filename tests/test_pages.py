@@ -55,6 +55,8 @@ def test_export_json_has_the_documented_shape_and_the_exact_window(client, alice
         "title",
         "model",
         "system_prompt",
+        "created_at",
+        "updated_at",
         "branch_end",
         "messages",
         "compactions",
@@ -63,12 +65,14 @@ def test_export_json_has_the_documented_shape_and_the_exact_window(client, alice
     assert [m["seq"] for m in data["messages"]] == list(range(1, 9))
     assert data["branch_end"] == 8 and all(m["on_branch"] for m in data["messages"])
     assert set(data["messages"][0]) == {
-        "seq", "parent", "on_branch", "role", "content", "status", "tokens", "usage", "created_at"
+        "seq", "parent", "on_branch", "pinned", "role", "content", "status", "tokens", "usage",
+        "window_tokens", "window_head_tokens", "window_boundary", "created_at", "updated_at",
     }  # fmt: skip
     (boundary,) = data["compactions"]
     assert set(boundary) == {
-        "id", "trigger", "pre_tokens", "post_tokens", "first_kept_seq", "summary",
-        "summariser", "status", "created_at",
+        "id", "trigger", "kind", "status", "imported", "pre_tokens", "post_tokens",
+        "first_kept_seq", "cleared_before_seq", "cleared_count", "summary", "summariser",
+        "instructions", "edited", "created_at", "updated_at",
     }  # fmt: skip
     assert (boundary["trigger"], boundary["first_kept_seq"]) == ("manual", 5)
     window = data["window"]

@@ -184,7 +184,7 @@ class CompactionAdmin(Unchangeable, admin.ModelAdmin):
         "edited",
         "created_at",
     ]
-    list_filter = ["trigger", "kind", "status", "summariser", "edited"]
+    list_filter = ["trigger", "kind", "status", "summariser", "edited", "imported"]
     search_fields = ["conversation__title", "summary"]
     list_select_related = ["conversation"]
     fieldsets = [
@@ -199,7 +199,7 @@ class CompactionAdmin(Unchangeable, admin.ModelAdmin):
                     ("pre_tokens", "post_tokens"),
                     "compacted_span",
                     ("cleared_before_seq", "cleared_count"),
-                    ("summariser", "edited"),
+                    ("summariser", "edited", "imported"),
                     "error",
                     "duration_ms",
                     ("input_tokens", "output_tokens", "cache_read_tokens", "cache_creation_tokens"),

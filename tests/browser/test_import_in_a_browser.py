@@ -1,0 +1,122 @@
+"""An export imported through the sidebar comes back as it was (issue 30, point 3): its dividers,
+one reply per turn on screen (the abandoned version behind its switcher, "2 / 2"), its pin, a
+meter within the budget at once, and a title that says it is an import. On a desktop and on a
+390 px phone, in light and dark, with no CSP refusal."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from playwright.sync_api import expect
+
+from .conftest import TIMEOUT_MS, export, new_context, new_conversation, wait_socket
+from .test_chat_in_a_browser import run_until_auto_compaction
+from .test_csp_in_a_browser import Refusals
+
+pytestmark = pytest.mark.browser
+
+BUDGET = 5_000  # the browser server's CONTEXT_BUDGET_TOKENS (conftest.SERVER_ENV)
+SCREENS = {
+    "desktop": {"viewport": {"width": 1280, "height": 860}},
+    "phone": {"viewport": {"width": 390, "height": 844}, "is_mobile": True, "has_touch": True},
+}
+
+
+@pytest.fixture(scope="module")
+def exported(browser, server, user_state, tmp_path_factory) -> tuple[dict, object]:
+    """A conversation made as a person makes it (long turns until it compacts by itself, a reply
+    asked again, a pin), then its export.json, as a file to import."""
+    context = new_context(browser, storage_state=user_state)
+    try:
+        page = context.new_page()
+        page.goto(f"{server}/")
+        new_conversation(page)
+        run_until_auto_compaction(page)
+        last = page.locator("#transcript .message.assistant").last
+        seq = int(last.get_attribute("id").removeprefix("msg-"))
+        last.get_by_role("button", name="Regenerate").click()
+        again = page.locator(f'#msg-{seq + 1}[data-status="complete"]')
+        expect(again).to_be_visible(timeout=TIMEOUT_MS)
+        page.locator(f"#msg-{seq - 1}").get_by_role("button", name="Pin").click()
+        expect(page.locator(f"#msg-{seq - 1} .pin-toggle")).to_have_text("Unpin")
+        doc = export(page, server)
+    finally:
+        context.close()
+    path = tmp_path_factory.mktemp("import") / "export.json"
+    path.write_text(json.dumps(doc))
+    return doc, path
+
+
+def in_view(locator) -> None:
+    locator.scroll_into_view_if_needed()
+    expect(locator).to_be_in_viewport()
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+@pytest.mark.parametrize("screen", SCREENS)
+def test_an_imported_export_shows_what_it_held(
+    browser, server, user_state, exported, screen, scheme, tmp_path
+):
+    doc, path = exported
+    # The export holds what this test is about: versions, a pin, a boundary that makes the
+    # window smaller than the transcript (without it the meter reads the whole branch).
+    assert any(not m["on_branch"] for m in doc["messages"])
+    assert any(m["pinned"] for m in doc["messages"])
+    assert any(c["status"] == "committed" for c in doc["compactions"])
+    on_branch = sum(m["tokens"] for m in doc["messages"] if m["on_branch"])
+    assert on_branch > doc["window"]["tokens"] + 1_000
+
+    context = browser.new_context(storage_state=user_state, color_scheme=scheme, **SCREENS[screen])
+    context.set_default_timeout(TIMEOUT_MS)
+    refusals = Refusals(context)
+    try:
+        page = context.new_page()
+        page.goto(f"{server}/")
+        form = page.locator(".import-form")
+        form.locator("input[type=file]").set_input_files(path)
+        form.get_by_role("button", name="Import", exact=True).click()
+        page.wait_for_url("**/conversations/*/")
+        wait_socket(page)
+
+        title = f"Imported: {doc['title']}"  # first: a title cut short on screen keeps it
+        expect(page.locator("#title-input")).to_have_value(title)
+        in_view(page.locator("#title-input"))
+
+        dividers = page.locator("#transcript .divider")
+        expect(dividers).to_have_count(sum(c["status"] == "committed" for c in doc["compactions"]))
+        in_view(dividers.first)
+        expect(dividers.first.locator(".badge", has_text="imported")).to_be_visible()
+
+        # One reply per turn: the version asked again is on screen, the first one behind the
+        # switcher, never both in a row.
+        roles = page.eval_on_selector_all(
+            "#transcript .message", "els => els.map(e => e.classList.contains('assistant'))"
+        )
+        assert not any(a and b for a, b in zip(roles, roles[1:], strict=False)), roles
+        branch = [m["seq"] for m in doc["messages"] if m["on_branch"]]
+        ids = page.eval_on_selector_all(
+            "#transcript .message", "els => els.map(e => +e.id.slice(4))"
+        )
+        assert ids == branch[-len(ids) :], (ids, branch)  # the branch on screen, and only it
+        switcher = page.locator("#transcript .version-count")
+        expect(switcher).to_have_text("2 / 2")
+        in_view(switcher)
+
+        pinned = next(m["seq"] for m in doc["messages"] if m["pinned"])
+        in_view(page.locator(f"#msg-{pinned} .pinned-badge"))
+
+        meter = page.locator("#window-tokens")
+        expect(meter).to_have_attribute("data-tokens", str(doc["window"]["tokens"]))
+        assert doc["window"]["tokens"] < BUDGET
+        in_view(meter)
+        shots = tmp_path
+        page.screenshot(path=shots / f"{screen}-{scheme}-meter.png")
+        in_view(switcher)
+        page.screenshot(path=shots / f"{screen}-{scheme}-versions.png")
+        in_view(dividers.first)
+        page.screenshot(path=shots / f"{screen}-{scheme}-divider.png")
+        refusals.assert_none(page)
+        print("screenshots in", tmp_path)
+    finally:
+        context.close()
