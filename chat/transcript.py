@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -114,15 +115,24 @@ def page(
             "message_id", flat=True
         )
     )
-    boundaries: dict[int, list[Compaction]] = {}
+    # A boundary is a point in the transcript, not a message: its divider sits before the first
+    # message of the branch at or after the seq it names, whichever version of it is on
+    # screen. This slice holds the points after the message before its first one; the newest
+    # slice also those after its last message (a version that ends before an undone boundary).
+    floor, newest = messages[0].parent, before is None
     kind = Compaction.Kind
-    for row in Compaction.objects.filter(
-        Q(kind=kind.SUMMARY, first_kept_seq__gte=low, first_kept_seq__lte=high)
-        | Q(kind=kind.CLEAR, cleared_before_seq__gte=low, cleared_before_seq__lte=high),
-        conversation=conversation,
-        status__in=SHOWN_BOUNDARIES,
-    ).order_by("id"):
-        boundaries.setdefault(row.divider_seq, []).append(row)
+    summary = Q(kind=kind.SUMMARY, first_kept_seq__gt=floor)
+    clear = Q(kind=kind.CLEAR, cleared_before_seq__gt=floor)
+    if not newest:
+        summary &= Q(first_kept_seq__lte=high)
+        clear &= Q(cleared_before_seq__lte=high)
+    rows = Compaction.objects.filter(
+        summary | clear, conversation=conversation, status__in=SHOWN_BOUNDARIES
+    )
+    boundaries: dict[int | None, list[Compaction]] = {}
+    seqs = [m.seq for m in messages]
+    for row in sorted(rows, key=lambda r: (r.divider_seq, r.pk)):
+        boundaries.setdefault(divider_place(seqs, row.divider_seq), []).append(row)
     found = _versions(conversation, [m for m in messages if m.seq >= kept_from], kept_from)
     # A reply that has not started (queued) or never will (cancelled) has nothing to show; the
     # message it answers says "queued" instead.
@@ -143,7 +153,15 @@ def page(
                 versions=found.get(message.seq),
             )
         )
+    items += [Item(kind="divider", compaction=row) for row in boundaries.get(None, [])]
     return Page(items=items, oldest_seq=low if has_older else None, first_kept_seq=kept_from)
+
+
+def divider_place(seqs: list[int], divider_seq: int) -> int | None:
+    """The message a boundary's divider sits above, of a branch's `seqs` (ascending, as a
+    branch always is): the first at or after the boundary's point; None: after them all."""
+    i = bisect_left(seqs, divider_seq)
+    return seqs[i] if i < len(seqs) else None
 
 
 def item_of(message: Message, pinned: bool) -> Item:

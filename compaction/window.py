@@ -82,6 +82,18 @@ def _summary_text(summary: str, pinned: Sequence[Entry]) -> str:
     return text
 
 
+def summary_parts(text: str) -> tuple[str, str, str] | None:
+    """The summary message read back into its intro, its summary (neutralised, as sent) and
+    what follows (the recall note, pinned messages): to show it, not to send it. None: `text`
+    is not a summary message."""
+    head = f"{SUMMARY_INTRO}\n\n<summary>\n"
+    if not text.startswith(head):
+        return None
+    # The summary's own tags were neutralised (`_summary_text`): the first end tag is the end.
+    body, end, rest = text[len(head) :].partition("\n</summary>\n")
+    return (SUMMARY_INTRO, body, rest) if end else None
+
+
 def entry_messages(entry: Entry) -> list[dict]:
     """One transcript entry as API messages. A reply that used tools is one entry holding its
     whole turn, as the API's blocks in order: each run of tool_result blocks is the user message

@@ -13,13 +13,13 @@ import json
 
 from django.conf import settings
 from django.urls import reverse
-from django.utils.html import escape, format_html, linebreaks
+from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
 from chat.branches import Versions
 from chat.figures import Spend
 from chat.models import Message, duration
-from chat.render.markdown import render_markdown
+from chat.render.markdown import render_lined, render_markdown, render_typed
 from chat.render.meter import spend_shown
 from chat.transcript import Item
 from core import runtime
@@ -153,10 +153,18 @@ def _switcher(seq: int, v: Versions) -> str:
 
 
 def _text(m: Message) -> str:
+    shown = text_html(m)
     if m.status != Message.Status.STREAMING:
-        return f'<div class="text markdown">{blocks(m)}</div>'
-    done = f'<div class="text markdown">{blocks(m)}</div>' if m.content else ""
+        return shown
+    done = shown if m.content else ""
     return f'{done}<div class="text streaming" id="msg-{m.seq}-text"></div>{_TYPING}'
+
+
+def text_html(message, role: str | None = None) -> SafeString:
+    """A message's blocks in the text box of its bubble (`blocks` takes the same arguments);
+    a person's is `typed`: shown with the line breaks and indentation they typed."""
+    typed = " typed" if (role or getattr(message, "role", "")) == Message.Role.USER else ""
+    return format_html('<div class="text markdown{}">{}</div>', typed, blocks(message, role))
 
 
 def _edit_form(m: Message) -> str:
@@ -174,9 +182,10 @@ def _edit_form(m: Message) -> str:
 def blocks(message, role: str | None = None) -> SafeString:
     """Render a message's content blocks (a `Message`, or a bare list of blocks and a role).
 
-    A person's own text is shown as typed, not as markdown. A tool call and its result (paired
-    by id, as the API pairs them) are one collapsible block: the tool, its input, its result or
-    error, and how long it took; a call with no result yet is shown running.
+    A person's own text is shown as typed, with its code fences as code blocks (no other
+    markdown). A tool call and its result (paired by id, as the API pairs them) are one
+    collapsible block: the tool, its input, its result or error, and how long it took; a call
+    with no result yet is shown running.
     """
     if isinstance(message, list):
         content, runs, status = message, {}, ""
@@ -191,9 +200,7 @@ def blocks(message, role: str | None = None) -> SafeString:
         kind = block.get("type")
         if kind == "text":
             text = block.get("text", "")
-            parts.append(
-                render_markdown(text) if role == "assistant" else linebreaks(text, autoescape=True)
-            )
+            parts.append(render_markdown(text) if role == "assistant" else render_typed(text))
         elif kind == "tool_use":
             parts.append(_tool_call(block, results.get(block.get("id")), runs, status))
         elif kind == "tool_result":
@@ -227,10 +234,24 @@ def _tool_call(call: dict | None, result: dict | None, runs: dict, status: str) 
         label,
         format_html('<p class="tool-label">Input</p><pre>{}</pre>', arguments) if call else "",
         format_html(
-            '<p class="tool-label">{}</p><pre>{}</pre>',
+            '<p class="tool-label">{}</p>{}',
             "Error" if state == "error" else "Result",
-            block_text(result),
+            _result_html(block_text(result)),
         )
         if result is not None
         else "",
     )
+
+
+def _result_html(text: str) -> SafeString:
+    """A tool's result: data (JSON) preformatted as it came; anything else is text a tool or a
+    server wrote, often with markdown in it (a search's hits marked **like this**), so it is
+    rendered as markdown, its lines kept, and sanitised."""
+    try:
+        data = isinstance(json.loads(text), dict | list)
+    except ValueError:
+        data = False
+    if data:
+        return format_html('<pre class="tool-result">{}</pre>', text)
+    html = render_lined(text)  # sanitised by nh3 in render_lined
+    return format_html('<div class="tool-result">{}</div>', mark_safe(html))  # noqa: S308

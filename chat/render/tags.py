@@ -22,9 +22,6 @@ def markdown(text: str) -> SafeString:
     return mark_safe(render_markdown(text))  # noqa: S308 - sanitised by nh3 in render_markdown
 
 
-register.filter("blocks", bubbles.blocks)
-
-
 @register.simple_tag
 def bubble(item, oob: str = "") -> SafeString:
     """A message's bubble: bubbles.py writes it for the page and for the turn's frames."""

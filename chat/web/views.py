@@ -19,7 +19,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from chat import conversations, exports, imports, limits, transcript
 from chat.figures import load_panel
 from chat.models import Conversation
-from chat.render import frames
+from chat.render import frames, window_view
 from chat.web import accounts, sidebar
 from chat.web.sidebar_views import page_context
 from chat.window import load_window
@@ -160,13 +160,14 @@ def conversation_window(request: HttpRequest, conversation_id: int) -> HttpRespo
     """'What the model sees': exactly the window that export.json reports."""
     conversation = owned_or_404(request, conversation_id)
     state = load_window(conversation)
+    window = state.window()
     return render(
         request,
         "chat/conversation.html#model-view",
         {
-            "window": state.window(),
+            "window": window,
+            "shown": window_view.window_messages(window),
             "tokens": state.tokens,
-            "has_summary": state.boundary is not None,
             "conversation": conversation,
         },
     )

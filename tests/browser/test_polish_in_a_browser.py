@@ -297,14 +297,15 @@ def test_keyboard_enter_sends_shift_enter_adds_a_line_and_escape_stops(chat):
 
 def test_code_blocks_get_a_copy_button(chat, user_context, server):
     """The demo model never writes a code block of its own (it echoes the message on one line),
-    so the code is the user's: "What the model sees" renders every message as markdown."""
+    so the code is the user's: a person's code fence is a code block, in the transcript and in
+    "What the model sees"."""
     page = chat
     user_context.grant_permissions(["clipboard-read", "clipboard-write"], origin=server)
     code = 'def launch(day):\n    return f"lamp ships on {day}"'
     send(page, f"Please review this function:\n\n```python\n{code}\n```\n")
     wait_replies(page, 1)
-    # A person's own message is shown as typed, not rendered: no code block, no button.
-    expect(page.locator("#msg-1 pre")).to_have_count(0)
+    expect(page.locator("#msg-1 pre code")).to_have_class(re.compile(r"language-python"))
+    expect(page.locator("#msg-1 pre button.copy")).to_have_count(1)
 
     page.click("#show-model-view")
     pre = page.locator("#model-view .markdown pre").first
