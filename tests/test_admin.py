@@ -106,13 +106,12 @@ def test_the_compaction_list_shows_few_narrow_columns_and_cuts_a_long_title(admi
         "column-what",
         "column-tokens",
         "column-summariser",
-        "column-status",
-        "column-edited",
+        "column-state",
     ]
     for header in headers:
         assert header in html
     assert html.count('<th scope="col" class="') == len(headers)  # no others
-    assert "auto · summary" in html and "1,234 → 321" in html
+    assert "auto · summary" in html and "1,234 → 321" in html and "Committed · edited" in html
     assert f'<span class="cut" title="{"A" * 150}">' in html
     assert "css/admin.css" in html
 

@@ -172,10 +172,10 @@ class ReviewAdmin(Unchangeable, admin.ModelAdmin):
 
 @admin.register(Compaction)
 class CompactionAdmin(Unchangeable, admin.ModelAdmin):
-    # Few and narrow, so the list fits a 1,400 px screen beside its filters: the trigger and
-    # kind in one column, the tokens before and after in another, a long title cut short
-    # (static/css/admin.css).
-    list_display = ["id", "conversation_title", "what", "tokens", "summariser", "status", "edited"]
+    # Few and narrow, so the list fits a 1,400 px screen beside the admin's menu and its filters:
+    # the trigger and kind in one column, the tokens before and after in another, the status
+    # and whether it was edited in a third, a long title cut short (static/css/admin.css).
+    list_display = ["id", "conversation_title", "what", "tokens", "summariser", "state"]
     list_display_links = ["id"]
     list_filter = ["trigger", "kind", "status", "summariser", "edited"]
     search_fields = ["conversation__title", "summary"]
@@ -224,6 +224,10 @@ class CompactionAdmin(Unchangeable, admin.ModelAdmin):
     @admin.display(description="Tokens", ordering="pre_tokens")
     def tokens(self, obj: Compaction) -> str:
         return f"{obj.pre_tokens:,} → {obj.post_tokens:,}"
+
+    @admin.display(description="Status", ordering="status")
+    def state(self, obj: Compaction) -> str:
+        return obj.get_status_display() + (" · edited" if obj.edited else "")
 
     @admin.display(description="Raw output")
     def raw_output_shown(self, obj: Compaction) -> str:
