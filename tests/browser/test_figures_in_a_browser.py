@@ -142,7 +142,7 @@ def test_the_admin_compaction_list_fits_1400_px(browser, scheme, tmp_path):
         assert fits["scroll"] <= fits["client"], fits
         assert all(inside for _, inside in fits["heads"]), fits
         page.locator("#result_list tbody tr th a").first.click()
-        expect(page.locator(".field-raw_output_shown")).to_contain_text(
+        expect(page.locator(".fieldBox.field-raw_output_shown")).to_contain_text(
             "rule-based summary, no model output"
         )
         context.close()
