@@ -46,6 +46,16 @@ def newest_end(parents: dict[int, int], start: int) -> int:
     return end
 
 
+def remembered_end(parents: dict[int, int], ends: dict[str, int], start: int) -> int:
+    """Where the branch through version `start` ends when it is shown again: where it ended
+    when it was last on screen (`ends`, by version), if that message is still below it; else
+    down its newest versions."""
+    end = ends.get(str(start))
+    if end is not None and start in on_branch(parents, end, start):
+        return end
+    return newest_end(parents, start)
+
+
 @dataclass(frozen=True)
 class Versions:
     """Where one message stands among its versions: "‹ index / count ›"."""

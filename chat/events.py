@@ -45,6 +45,15 @@ class Delta(NamedTuple):
     text: str
 
 
+class MeterMoved(NamedTuple):
+    """The window while a reply streams, estimated: `tokens` in all, `reply` of them the reply's
+    so far. The reply's real figure (FiguresChanged) replaces it when it ends."""
+
+    tokens: int
+    reply: int
+    budget: int
+
+
 class FiguresChanged(NamedTuple):
     """The meter and the chart after a reply."""
 

@@ -101,6 +101,9 @@ class Conversation(UsageColumns):
     # The branch on screen ends at this message, when the user switched to an earlier version;
     # None: it ends at the newest message (every send and new version moves it there).
     leaf_seq = models.PositiveIntegerField(null=True, blank=True)
+    # Where each version's branch ended when it was last left ({"version seq": end seq}):
+    # switching back to it shows what was on screen under it then (chat/branches.py).
+    branch_ends = models.JSONField(default=dict, blank=True)
     # Staged by an import still running (chat/imports.py): hidden (deleted_at set, so every
     # list, search, URL and socket leaves it out) until the import ends; deleted with it.
     importing = models.ForeignKey(

@@ -18,10 +18,13 @@ CHARS_PER_TOKEN = 3.0
 MESSAGE_OVERHEAD = 4
 
 
+def estimate_length(chars: int) -> int:
+    """Tokens for `chars` characters of text (a streaming reply counts its length as it grows)."""
+    return math.ceil(chars / CHARS_PER_TOKEN)
+
+
 def estimate_text(text: str) -> int:
-    if not text:
-        return 0
-    return math.ceil(len(text) / CHARS_PER_TOKEN)
+    return estimate_length(len(text))
 
 
 def block_text(block: dict) -> str:

@@ -95,3 +95,37 @@ def test_a_review_names_who_made_it(admin_client, boundary, alice):
     page = admin_client.get(f"/admin/compaction/compaction/{boundary.pk}/change/").content.decode()
     assert "edited by alice at" in page and "approved by a deleted account at" in page
     assert "edited by 1 " not in page
+
+
+def test_the_compaction_list_shows_few_narrow_columns_and_cuts_a_long_title(admin_client, boundary):
+    Conversation.objects.filter(pk=boundary.conversation_id).update(title="A" * 150)
+    html = admin_client.get("/admin/compaction/compaction/").content.decode()
+    headers = [
+        "column-id",
+        "column-conversation_title",
+        "column-what",
+        "column-tokens",
+        "column-summariser",
+        "column-state",
+    ]
+    for header in headers:
+        assert header in html
+    assert html.count('<th scope="col" class="') == len(headers)  # no others
+    assert "auto · summary" in html and "1,234 → 321" in html and "Committed · edited" in html
+    assert f'<span class="cut" title="{"A" * 150}">' in html
+    assert "css/admin.css" in html
+
+
+@pytest.mark.parametrize(
+    ("kind", "summariser", "shown"),
+    [
+        ("summary", "rules", "none — rule-based summary, no model output"),
+        ("clear", "", "none — tool results cleared, no model call"),
+    ],
+)
+def test_a_summary_with_no_model_output_says_why(admin_client, boundary, kind, summariser, shown):
+    Compaction.objects.filter(pk=boundary.pk).update(
+        raw_output="", kind=kind, summariser=summariser
+    )
+    html = admin_client.get(f"/admin/compaction/compaction/{boundary.pk}/change/").content.decode()
+    assert shown in html

@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 
+from chat.events import MeterMoved
 from chat.render import frames as fragments
 from chat.turns.relay import DeltaRelay
 
@@ -164,3 +165,17 @@ async def test_a_checkpoint_sends_its_frame_after_the_one_in_flight_and_goes_on(
         WHOLE,
         fragments.delta(2, "step two"),
     ]
+
+
+async def test_the_meter_rides_with_the_next_frame_of_text_newest_only(frames):
+    relay = DeltaRelay(7, 2, 0.01, send=frames.send)
+    await relay.add("first ")
+    await frames.until(1)
+    relay.meter(MeterMoved(1_200, 100, 5_000))
+    relay.meter(MeterMoved(1_234, 134, 5_000))  # only the newest estimate is worth showing
+    await relay.add("second ")
+    await frames.until(2)
+    assert "≈1,234" in frames.sent[1] and "≈1,200" not in frames.sent[1]
+    assert 'id="meter-reply"' in frames.sent[1] and 'width="2.7%"' in frames.sent[1]
+    await relay.close()
+    assert "meter-reply" not in frames.sent[0]

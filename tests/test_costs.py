@@ -109,6 +109,28 @@ def test_the_panel_shows_the_last_turn_and_the_conversation_in_all(client, alice
     assert "saves 6,500 tokens a turn · summary cost $0.0150" in page
 
 
+def test_a_model_with_no_price_says_its_cost_is_unknown(client, alice, settings):
+    settings.MODEL_PRICES = {"claude": [3, 15]}
+    conversation = Conversation.objects.create(owner=alice, model="local-llama")
+    text = [{"type": "text", "text": "question"}]
+    Message.objects.create(conversation=conversation, seq=1, role="user", content=text)
+    Message.objects.create(
+        conversation=conversation,
+        seq=2,
+        role="assistant",
+        usage=USAGE,
+        model="local-llama",
+        content=[{"type": "text", "text": "answer"}],
+    )
+    Conversation.objects.add_spent(conversation.pk, USAGE)
+    client.force_login(alice)
+    page = client.get(f"/conversations/{conversation.pk}/").content.decode()
+    # Where a cost would be, in the panel and on the reply: said to be unknown, never $0.
+    assert "Last turn: cost unknown · 77% of input from cache" in page
+    assert "This conversation: cost unknown" in page
+    assert page.count('<span class="turn-spend"') == 1 and "$0" not in page
+
+
 def test_the_admin_lists_what_each_conversation_and_each_user_cost(
     admin_client, alice, bob, settings
 ):

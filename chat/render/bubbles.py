@@ -108,7 +108,7 @@ def _queued_slot(seq: int, queued: bool) -> str:
 
 def _spend(m: Message) -> str:
     spend = Spend.of(m.usage, m.model)
-    if spend is None or spend.dollars is None:
+    if spend is None:  # no usage reported; a model with no price says "cost unknown"
         return ""
     return (
         '<span class="turn-spend" title="What this turn was billed, every step of it">'

@@ -143,6 +143,7 @@ _RENDERERS = {
     events.MessageChanged: lambda e: replaced_message(e.message, e.versions),
     events.ReplyStarted: lambda e: started(e.reply, e.versions),
     events.Delta: lambda e: delta(e.seq, e.text),
+    events.MeterMoved: lambda e: meter.live_html(e.tokens, e.reply, e.budget),
     events.FiguresChanged: lambda e: figures(e.panel),
     events.Renamed: lambda e: title(e.conversation),
     events.Notice: lambda e: notice(e.text, e.level, about=e.about),

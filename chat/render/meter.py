@@ -18,11 +18,16 @@ def money(spend: Spend) -> str:
     return f"${spend.dollars:,.4f}" if spend.dollars is not None else "unknown"
 
 
+# Where a model has no price (MODEL_PRICES): said, never left blank nor shown as $0.
+UNKNOWN_COST = "cost unknown"
+
+
 def spend_shown(spend: Spend) -> str:
     """What some calls cost, and how much of their input the prompt cache served."""
+    shown = money(spend) if spend.dollars is not None else UNKNOWN_COST
     if spend.cached_share is None:
-        return money(spend)
-    return f"{money(spend)} · {spend.cached_share:.0%} of input from cache"
+        return shown
+    return f"{shown} · {spend.cached_share:.0%} of input from cache"
 
 
 def _pct(ctx: Panel, value: int) -> str:
@@ -52,6 +57,7 @@ def figures_html(ctx: Panel, oob: bool = False) -> SafeString:
     meter = "".join(
         f'<svg class="seg seg-{key}" width="{pct}%" height="100%" aria-hidden="true"><title>'
         f"{label}: {value} tokens</title></svg>"
+        + (_reply_segment(0, ctx.budget) if key == "history" else "")
         for key, label, value, pct in segments
     )
     legend = "".join(
@@ -71,12 +77,14 @@ def figures_html(ctx: Panel, oob: bool = False) -> SafeString:
         f'<ul class="legend">{legend}</ul>',
     ]
     spent = ctx.spent
-    if spent and spent.total and spent.total.dollars is not None:
+    if spent and spent.total:
         last = (
             spent.last and f'<span class="spend-last">Last turn: {spend_shown(spent.last)}</span>'
         )
+        unpriced = ' title="This model has no price set (MODEL_PRICES)"'
         parts.append(
-            f'<p class="spend" id="spend">{last or ""} '
+            f'<p class="spend" id="spend"{unpriced if spent.total.dollars is None else ""}>'
+            f"{last or ''} "
             f'<span class="spend-total">This conversation: {spend_shown(spent.total)}</span></p>'
         )
     if ctx.paused_until:
@@ -91,38 +99,94 @@ def figures_html(ctx: Panel, oob: bool = False) -> SafeString:
     return mark_safe("\n".join(parts))  # noqa: S308 - numbers and the app's own labels only
 
 
+# The chart's frame, in its viewBox's units: room on the left for the token labels and below for
+# the turn numbers.
+_LEFT, _RIGHT, _TOP, _BOTTOM = 38, 6, 6, 22
+
+
+def _reply_segment(tokens: int, budget: int, oob: str = "") -> str:
+    """Where a streaming reply grows on the meter, after the kept history (empty between
+    replies)."""
+    pct = f"{100 * tokens / budget:.1f}" if budget else "0.0"
+    return (
+        f'<svg id="meter-reply" class="seg-reply" width="{pct}%" height="100%" aria-hidden="true"'
+        f"{oob}><title>The reply so far: about {tokens:,} tokens</title></svg>"
+    )
+
+
+def live_html(tokens: int, reply: int, budget: int) -> SafeString:
+    """The meter while a reply streams: the window estimated with the reply's text so far."""
+    return mark_safe(  # noqa: S308 - numbers only
+        f'<span hx-swap-oob="innerHTML:#window-tokens">≈{tokens:,}'
+        '<span class="live"> (replying)</span></span>'
+        + _reply_segment(reply, budget, ' hx-swap-oob="true"')
+    )
+
+
 def sawtooth_svg(
-    values: list[int], *, budget: int, threshold: int, width: int = 300, height: int = 90
+    values: list[int], *, budget: int, threshold: int, width: int = 300, height: int = 130
 ) -> str:
-    """A polyline of window tokens per turn, with the budget and auto-compaction lines.
+    """A polyline of window tokens per turn, with the budget and auto-compaction lines, its
+    axes (turn across, tokens up) and a legend naming each line.
 
     Only numbers go into the markup, so nothing here needs escaping.
     """
     top = max(budget, *values) if values else budget or 1
-    pad = 4
-    scale = (height - 2 * pad) / (top or 1)
-    step = (width - 2 * pad) / max(len(values) - 1, 1)
+    plot_w, plot_h = width - _LEFT - _RIGHT, height - _TOP - _BOTTOM
+    scale = plot_h / (top or 1)
+    step = plot_w / max(len(values) - 1, 1)
+    bottom = _TOP + plot_h
+
+    def x(i: int) -> str:
+        return f"{_LEFT + i * step:.1f}"
 
     def y(v: int) -> str:
-        return f"{height - pad - scale * v:.1f}"
+        return f"{bottom - scale * v:.1f}"
 
-    points = " ".join(f"{pad + i * step:.1f},{y(v)}" for i, v in enumerate(values))
+    points = " ".join(f"{x(i)},{y(v)}" for i, v in enumerate(values))
     line = (
         f'<polyline class="chart-line" fill="none" stroke-width="1.5" points="{points}"/>'
         if len(values) > 1
         else ""
     )
     dot = (
-        f'<circle class="chart-dot" r="1.8" cx="{pad + (len(values) - 1) * step:.1f}" '
-        f'cy="{y(values[-1])}"/>'
+        f'<circle class="chart-dot" r="1.8" cx="{x(len(values) - 1)}" cy="{y(values[-1])}"/>'
         if values
         else ""
     )
-    return (
+    right = width - _RIGHT
+    # Tokens up the left: 0 and the budget; turns along the bottom: the first and the latest.
+    y_ticks = "".join(
+        f'<text class="tick" x="{_LEFT - 3}" y="{y(v)}" text-anchor="end" '
+        f'dominant-baseline="middle">{v:,}</text>'
+        for v in (0, budget)
+    )
+    x_ticks = "".join(
+        f'<text class="tick" x="{x(i)}" y="{bottom + 10}" text-anchor="middle">{i + 1}</text>'
+        for i in sorted({0, max(len(values) - 1, 0)})
+    )
+    axes = (
+        f'<path class="chart-axis" fill="none" d="M{_LEFT},{_TOP}V{bottom}H{right}"/>'
+        f"{y_ticks}{x_ticks}"
+        f'<text class="axis-label" x="{(_LEFT + right) / 2:.0f}" y="{height - 2}" '
+        'text-anchor="middle">turn</text>'
+        f'<text class="axis-label" x="0" y="0" transform="translate(9 {(_TOP + bottom) / 2:.0f}) '
+        'rotate(-90)" text-anchor="middle">tokens</text>'
+    )
+    svg = (
         f'<svg class="chart" viewBox="0 0 {width} {height}" width="100%" role="img" '
         f'aria-label="Window tokens per turn: {len(values)} turns">'
-        f'<line class="chart-budget" x1="0" x2="{width}" y1="{y(budget)}" y2="{y(budget)}"/>'
-        f'<line class="chart-threshold" x1="0" x2="{width}" y1="{y(threshold)}" '
+        f"{axes}"
+        f'<line class="chart-budget" x1="{_LEFT}" x2="{right}" y1="{y(budget)}" y2="{y(budget)}"/>'
+        f'<line class="chart-threshold" x1="{_LEFT}" x2="{right}" y1="{y(threshold)}" '
         f'y2="{y(threshold)}" stroke-dasharray="4 3"/>'
         f"{line}{dot}</svg>"
     )
+    legend = (
+        '<ul class="chart-legend">'
+        '<li><span class="key key-line"></span>Window after each turn</li>'
+        f'<li><span class="key key-budget"></span>Budget ({budget:,})</li>'
+        f'<li><span class="key key-threshold"></span>Auto-compaction ({threshold:,})</li>'
+        "</ul>"
+    )
+    return svg + legend

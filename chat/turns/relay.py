@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 
-from chat.events import Delta
+from chat.events import Delta, MeterMoved
 from core import outbox
 
 
@@ -44,6 +44,7 @@ class DeltaRelay:
         self._loop = asyncio.get_running_loop()
         self._preface = tuple(preface)
         self._pending: list[str] = []
+        self._meter: MeterMoved | None = None  # the window's estimate, for the next frame
         self._timer: asyncio.Handle | None = None  # the next frame, when one is due
         self._text_came = False  # the reply's first text has come
         self._sending: asyncio.Future | None = None  # the frame going out
@@ -63,6 +64,10 @@ class DeltaRelay:
             await self._send_first()
         elif self._timer is None and self._sending is None:
             self._schedule()
+
+    def meter(self, moved: MeterMoved) -> None:
+        """The window's estimate goes with the next frame of text (the newest one only)."""
+        self._meter = moved
 
     async def close(self, *, send_pending: bool = True) -> tuple:
         """Stop: after the frame in flight, send what is still pending (unless `send_pending`
@@ -127,6 +132,9 @@ class DeltaRelay:
         if text:
             self._last_sent = self._loop.time()
             events.append(Delta(self.seq, text))
+            if self._meter is not None:
+                events.append(self._meter)
+                self._meter = None
         if events:
             # Eager: a layer in memory hands the frame over at once, without a turn of the loop.
             sending = self._out(self.conversation_id, *events)

@@ -21,7 +21,14 @@ from dataclasses import dataclass, field, replace
 from django.conf import settings
 
 from chat import compactions
-from chat.events import FiguresChanged, MessageAdded, MessageChanged, Renamed, ReplyStarted
+from chat.events import (
+    FiguresChanged,
+    MessageAdded,
+    MessageChanged,
+    MeterMoved,
+    Renamed,
+    ReplyStarted,
+)
 from chat.models import Message
 from chat.turns import compacting, liveness, states
 from chat.turns.relay import DeltaRelay
@@ -33,7 +40,7 @@ from core import db, outbox
 from core.clean import scrubbed, scrubbed_blocks
 from core.errors import ActionError
 from providers import registry
-from providers.tokens import estimate_content
+from providers.tokens import MESSAGE_OVERHEAD, estimate_content, estimate_length
 from providers.values import Final, LLMError, Request, TextDelta, Usage
 from tools import registry as tools
 from tools.values import Context
@@ -43,6 +50,9 @@ log = logging.getLogger(__name__)
 SERVER_FAILED = "The server failed while answering; the error is logged."
 STEP_LIMIT_RESULT = "Not run: this turn reached its limit of model calls."
 STOPPED_RESULT = "Not run: the reply was stopped."
+# How often the meter moves while a reply streams: often enough to be seen growing, not so often
+# that every frame redraws it (text goes every DELTA_INTERVAL_MS).
+METER_INTERVAL_S = 0.5
 
 
 @dataclass
@@ -157,7 +167,7 @@ async def _stream(turn: states.Turn, received: _Received, relay: DeltaRelay) -> 
             tools=box.definitions if box else (),
             cache_head=window.head if capabilities.supports_caching else None,
         )
-        final = await _step(client, request, turn, received, relay)
+        final = await _step(client, request, turn, received, relay, used)
         received.spent = received.spent.plus(final.usage)
         received.blocks += final.content
         received.parts = []
@@ -195,15 +205,25 @@ async def _make_room(turn: states.Turn, received: _Received) -> WindowState | No
     return await db.run(load_window, turn.conversation, turn.reply.seq)
 
 
-async def _step(client, request: Request, turn, received: _Received, relay: DeltaRelay) -> Final:
-    """One model call: text to every tab as it comes, saved each second; its final message."""
+async def _step(
+    client, request: Request, turn, received: _Received, relay: DeltaRelay, used: int
+) -> Final:
+    """One model call: text to every tab as it comes, saved each second, with the window it
+    makes so far (`used` before it) estimated on the meter; its final message."""
     last_save, final = time.monotonic(), None
+    last_meter, chars = time.monotonic(), 0
+    before, budget = turn.state.tokens, turn.state.budget.total
     async with aclosing(client.stream(request)) as events:
         async for event in events:
             if isinstance(event, TextDelta):
                 text = scrubbed(event.text)
                 received.parts.append(text)
                 await relay.add(text)
+                chars += len(text)
+                if time.monotonic() - last_meter >= METER_INTERVAL_S:
+                    last_meter = time.monotonic()
+                    tokens = used + MESSAGE_OVERHEAD + estimate_length(chars)
+                    relay.meter(MeterMoved(tokens, tokens - before, budget))
                 if time.monotonic() - last_save >= settings.PARTIAL_SAVE_MS / 1000:
                     last_save = time.monotonic()
                     saved = received.content()

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 
 from django.db import transaction
 
+from chat.branches import remembered_end
 from chat.compactions import Opened
 from chat.models import SETTLED, Conversation, Message
 from chat.state import Row, State, read_state
@@ -61,6 +62,8 @@ def new_version(user, conversation_id, seq, text: str | None = None) -> NewVersi
                 raise ActionError("Only a reply can be asked again; edit your message instead.")
             message, reply = None, queued_reply(conversation, last + 1, parent=target.parent)
             inserted = []
+        ends = _left(conversation, seen, target.seq)
+        Conversation.objects.filter(pk=conversation.pk).update(branch_ends=ends)
         if conversation.leaf_seq is not None:
             follow_newest(conversation)
         state = state_of(conversation, seen, before_seq=last + 1, leaf=target.parent)
@@ -91,10 +94,21 @@ def switch_version(user, conversation_id, seq, to) -> Conversation:
             or chosen.status == Message.Status.CANCELLED
         ):
             raise ActionError(f"Message {to} is not a version of message {target.seq}.")
-        end = seen.newest_end(to)
+        ends = _left(conversation, seen, target.seq)
+        end = remembered_end(seen.parents, ends, chosen.seq)
         conversation.leaf_seq = None if end == seen.last_seq else end
-        Conversation.objects.filter(pk=conversation.pk).update(leaf_seq=conversation.leaf_seq)
+        Conversation.objects.filter(pk=conversation.pk).update(
+            leaf_seq=conversation.leaf_seq, branch_ends=ends
+        )
     return conversation
+
+
+def _left(conversation: Conversation, seen: State, seq: int) -> dict[str, int]:
+    """The conversation's remembered branch ends, with where version `seq`'s branch ends now
+    (it is being left); ends of versions folded away by a compaction are dropped."""
+    ends = {k: v for k, v in conversation.branch_ends.items() if int(k) >= seen.first_kept}
+    ends[str(seq)] = conversation.leaf_seq or seen.last_seq
+    return ends
 
 
 def _version_target(user, conversation_id, seq) -> tuple[Conversation, State, Row]:

@@ -172,18 +172,11 @@ class ReviewAdmin(Unchangeable, admin.ModelAdmin):
 
 @admin.register(Compaction)
 class CompactionAdmin(Unchangeable, admin.ModelAdmin):
-    list_display = [
-        "id",
-        "conversation",
-        "trigger",
-        "kind",
-        "pre_tokens",
-        "post_tokens",
-        "summariser",
-        "status",
-        "edited",
-        "created_at",
-    ]
+    # Few and narrow, so the list fits a 1,400 px screen beside the admin's menu and its filters:
+    # the trigger and kind in one column, the tokens before and after in another, the status
+    # and whether it was edited in a third, a long title cut short (static/css/admin.css).
+    list_display = ["id", "conversation_title", "what", "tokens", "summariser", "state"]
+    list_display_links = ["id"]
     list_filter = ["trigger", "kind", "status", "summariser", "edited", "imported"]
     search_fields = ["conversation__title", "summary"]
     list_select_related = ["conversation"]
@@ -207,10 +200,45 @@ class CompactionAdmin(Unchangeable, admin.ModelAdmin):
                 ]
             },
         ),
-        ("Summary beside the model's raw output", {"fields": [("summary", "raw_output")]}),
+        ("Summary beside the model's raw output", {"fields": [("summary", "raw_output_shown")]}),
     ]
-    readonly_fields = [f.name for f in Compaction._meta.fields] + ["compacted_span"]
+    readonly_fields = [f.name for f in Compaction._meta.fields] + [
+        "compacted_span",
+        "raw_output_shown",
+    ]
     inlines = [ReviewInline]
+
+    class Media:
+        css = {"all": ["css/admin.css"]}
+
+    @admin.display(description="Conversation", ordering="conversation__title")
+    def conversation_title(self, obj: Compaction) -> str:
+        # The whole title on hover; the column cuts it with an ellipsis (static/css/admin.css).
+        title = obj.conversation.title
+        return format_html('<span class="cut" title="{}">{}</span>', title, title)
+
+    @admin.display(description="Trigger · kind", ordering="trigger")
+    def what(self, obj: Compaction) -> str:
+        return f"{obj.trigger} · {obj.kind}"
+
+    @admin.display(description="Tokens", ordering="pre_tokens")
+    def tokens(self, obj: Compaction) -> str:
+        return f"{obj.pre_tokens:,} → {obj.post_tokens:,}"
+
+    @admin.display(description="Status", ordering="status")
+    def state(self, obj: Compaction) -> str:
+        return obj.get_status_display() + (" · edited" if obj.edited else "")
+
+    @admin.display(description="Raw output")
+    def raw_output_shown(self, obj: Compaction) -> str:
+        """What the model wrote; a summary the rules made (or a clearing) had no model call."""
+        if obj.raw_output:
+            return obj.raw_output
+        if obj.kind == Compaction.Kind.CLEAR:
+            return "none — tool results cleared, no model call"
+        if obj.summariser == "rules":
+            return "none — rule-based summary, no model output"
+        return "none"
 
     @admin.display(description="Compacted span")
     def compacted_span(self, obj: Compaction) -> str:

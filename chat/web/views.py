@@ -17,7 +17,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from chat import conversations, exports, imports, limits, transcript
-from chat.figures import load_panel
+from chat.figures import load_figures, load_panel
 from chat.models import Conversation
 from chat.render import frames, window_view
 from chat.web import accounts, sidebar
@@ -227,7 +227,12 @@ def message_pin(request: HttpRequest, message_id: int) -> HttpResponse:
         return HttpResponse(
             exc.reason, status=404 if unknown else 400, content_type="text/plain; charset=utf-8"
         )
-    return HttpResponse(frames.message(transcript.item_of(message, pinned)))
+    # A pin before the boundary rides in the window, so the meter moves with it.
+    conversation = message.conversation
+    figures = load_figures(conversation, load_window(conversation))
+    return HttpResponse(
+        frames.message(transcript.item_of(message, pinned)) + frames.figures(figures)
+    )
 
 
 @login_required

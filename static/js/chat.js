@@ -16,6 +16,22 @@
     }
   }, true);
 
+  // --- The title and Rename (issue 30, point 7) --------------------------------------------
+  // Rename with the title as it was changes nothing: say so where the person is looking, and
+  // leave the box, rather than reload the page to the same title as if nothing happened.
+  document.addEventListener("submit", function (e) {
+    var form = e.target.closest("form.rename");
+    if (!form) return;
+    var input = form.querySelector("#title-input");
+    var status = form.querySelector("#rename-status");
+    if (input.value.trim().replace(/\s+/g, " ") !== input.defaultValue) return;
+    e.preventDefault();
+    input.value = input.defaultValue;
+    input.blur();
+    if (status) status.textContent = "Unchanged";
+    setTimeout(function () { if (status) status.textContent = ""; }, 4000);
+  });
+
   // An import can take a while (a large export): say so, and do not let it be sent twice.
   document.addEventListener("submit", function (e) {
     var form = e.target.closest(".import-form");

@@ -1,0 +1,48 @@
+"""The screens issue 30's browser tests look at: a desktop and a 390 px phone, each in light and
+dark, with every CSP refusal in the console collected (tests/browser/test_csp_in_a_browser.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from .conftest import TIMEOUT_MS, new_conversation
+from .test_csp_in_a_browser import Refusals
+
+SCREENS = {
+    "desktop-light": {"viewport": {"width": 1280, "height": 860}, "color_scheme": "light"},
+    "desktop-dark": {"viewport": {"width": 1280, "height": 860}, "color_scheme": "dark"},
+    "phone-light": {
+        "viewport": {"width": 390, "height": 844},
+        "color_scheme": "light",
+        "is_mobile": True,
+        "has_touch": True,
+    },
+    "phone-dark": {
+        "viewport": {"width": 390, "height": 844},
+        "color_scheme": "dark",
+        "is_mobile": True,
+        "has_touch": True,
+    },
+}
+
+
+@pytest.fixture(params=list(SCREENS))
+def screen(request, browser, user_state, server):
+    """(a page on a new conversation of the session's user on this screen, its refusals, the
+    screen's name)."""
+    context = browser.new_context(storage_state=user_state, **SCREENS[request.param])
+    context.set_default_timeout(TIMEOUT_MS)
+    refusals = Refusals(context)
+    page = context.new_page()
+    page.goto(f"{server}/")
+    new_conversation(page)
+    yield page, refusals, request.param
+    context.close()
+
+
+def in_view(page, locator) -> None:
+    """Scrolled to where a person would look for it, and inside the viewport."""
+    from playwright.sync_api import expect
+
+    locator.scroll_into_view_if_needed()
+    expect(locator).to_be_in_viewport()
