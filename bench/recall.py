@@ -132,7 +132,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--budget", type=int, default=3000, help="CONTEXT_BUDGET_TOKENS (default 3000)")
     p.add_argument("--seed", type=int, default=11)
     p.add_argument("--max-turns", type=int, default=2000, help="give up after (default 2000)")
-    p.add_argument("--show", action="store_true", help="print the demo's answers it got wrong")
+    p.add_argument(
+        "--show", action="store_true", help="print the latest brief and the demo's wrong answers"
+    )
     p.add_argument(
         "--database-url",
         default=os.environ.get("DATABASE_URL", ""),
@@ -225,7 +227,7 @@ async def drive(args, user, conversation) -> dict:
         "compactions": compactions,
         "build_seconds": build_seconds,
         "first_kept": window.first_kept,
-        "brief_chars": len(brief),
+        "brief": brief,
         "results": results,
     }
 
@@ -236,7 +238,7 @@ def report(args, outcome: dict) -> int:
         f"{outcome['turns']} turns, {outcome['compactions']} compactions (budget "
         f"{args.budget:,} tokens), built in {outcome['build_seconds']:.0f} s; the window now "
         f"starts at message #{outcome['first_kept']}; the latest brief is "
-        f"{outcome['brief_chars']:,} characters."
+        f"{len(outcome['brief']):,} characters."
     )
     print(
         f"{len(results)} planted facts ({args.facts_per_kind} per kind), each asked about "
@@ -262,6 +264,7 @@ def report(args, outcome: dict) -> int:
     for fact in missed:
         print(f"  not in the top 5: {fact.question!r} (answer {fact.answer})")
     if args.show:
+        print("  the latest brief:\n    " + outcome["brief"].replace("\n", "\n    "))
         for fact, *_, in_answer, _used, final in results:
             if not in_answer:
                 print(f"  demo, asked {fact.question!r}:\n    {' '.join(final.split())[:300]}")

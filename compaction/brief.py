@@ -113,13 +113,19 @@ _DECISION_RE = re.compile(
     r"\b(decid\w*|decision|chose|choose|instead|because|we will|we'll|i will|i'll|plan)\b", re.I
 )
 _PENDING_RE = re.compile(r"\b(todo|to do|next|remaining|still need|need to|pending|later)\b", re.I)
-# How the room left after the fixed framing is shared out, in 47ths: the facts carried from every
-# folded message and this span's user messages get the largest shares, because they are what a
-# brief must never lose; the brief of the span before, one level deep, comes next. "lines" is
-# each of three line-picking sections, "small" each of four short ones. Room a section leaves
-# unused goes to the facts.
-_WEIGHTS = {"facts": 8, "users": 17, "previous": 5, "intent": 3, "lines": 2, "small": 2}
-_WEIGHT_TOTAL = 47  # 8 + 17 + 5 + 3 + 3 * 2 + 4 * 2
+# The facts of the whole conversation have the first claim on the room, up to this share of it
+# (in sixths): a brief must never lose who the person is, where the work lives, what was
+# settled, while the latest span's messages are also in the verbatim tail and within the recall
+# tool's reach. Room the other sections leave unused goes to the facts too.
+_FACTS_SIXTHS = 5
+# A section given less room than this would say nothing ("Continue fr…"): it is left out, its
+# room going to the facts.
+_MIN_SECTION = 60
+# How the room the facts leave is shared out, in 39ths: this span's user messages get the largest
+# share; the brief of the span before, one level deep, comes next. "lines" is each of three
+# line-picking sections, "small" each of four short ones.
+_WEIGHTS = {"users": 17, "previous": 5, "intent": 3, "lines": 2, "small": 2}
+_WEIGHT_TOTAL = 39  # 17 + 5 + 3 + 3 * 2 + 4 * 2
 # The facts section's own cap, whatever the room: a brief is read at every turn.
 MAX_FACTS = 30
 FACTS_HEADING = "Facts kept"
@@ -142,14 +148,20 @@ def rule_based_summary(
         raise ValueError("max_chars must be at least 1")
     users = [e for e in entries if e.role == "user" and e.starts_user_turn and e.text.strip()]
     assistants = [e for e in entries if e.role == "assistant"]
-    # Fixed framing (note, headings) first; what is left is shared out by _WEIGHTS.
-    # When the bound is tight, user messages still get at least half of it: they matter most.
-    room = max(max_chars - len(RULES_NOTE) - 40 * (len(SECTIONS) + 2), max_chars // 2)
+    previous = (previous_summary or "").strip()
+    # The facts first, up to their share; then the fixed framing (note, headings); what is left
+    # is shared out by _WEIGHTS. When the bound is tight, the sections still get half of what
+    # the facts leave (their headings need less than the 40 characters each set aside).
+    free = max_chars - len(RULES_NOTE) - len(FACTS_HEADING) - 6
+    first = _facts_section(entries, previous, free * _FACTS_SIXTHS // 6)
+    free -= len(first)
+    room = max(free - 40 * (len(SECTIONS) + 1), free // 2)
     share = {name: room * weight // _WEIGHT_TOTAL for name, weight in _WEIGHTS.items()}
+    # The user's steer (in the intent) is worth a line of its own, room permitting.
+    share["intent"] = max(share["intent"], min(_PER_LINE + 30, room // 3))
+    share = {name: size if size >= _MIN_SECTION else 0 for name, size in share.items()}
     sections = {
-        "Primary request and intent": _intent(
-            users, instructions, max(share["intent"], _PER_LINE + 30)
-        ),
+        "Primary request and intent": _intent(users, instructions, share["intent"]),
         "Key technical concepts": _concepts(entries, share["small"]),
         "Files and code": _matching_lines(entries, facts.PATH_RE, share["lines"]),
         "Errors and fixes": _matching_lines(entries, _ERROR_RE, share["lines"]),
@@ -160,8 +172,7 @@ def rule_based_summary(
         "Next step": _next_step(users, share["small"]),
     }
     parts = [f"## {name}\n{sections[name]}" for name in SECTIONS if sections[name]]
-    previous = (previous_summary or "").strip()
-    if previous:
+    if previous and share["previous"]:
         earlier = _earlier_brief(previous)
         if earlier:
             # Cut to its share, which may fall inside one of its code blocks: closed where it ends.
@@ -182,13 +193,11 @@ def _facts_section(entries: Sequence[Entry], previous: str, budget: int) -> str:
     carried = _section(previous, FACTS_HEADING)
     known = facts.merged([*facts.parse_lines(carried), *facts.facts_of(entries)])
     earlier_left_out = sum(int(n) for n in _LEFT_OUT_RE.findall(carried))
-    note = 80  # room for the line that counts what was left out
+    note = 40  # room for the line that counts what was left out
     kept, left_out = facts.within(known, budget - note, MAX_FACTS)
     lines = [fact.line() for fact in kept]
     if total := earlier_left_out + len(left_out):
-        lines.append(
-            f"- ({total} facts left out for length so far, least important and latest first)"
-        )
+        lines.append(f"- ({total} facts left out for length so far)")
     return clip("\n".join(lines), max(budget, 0)) if lines else ""
 
 
@@ -286,6 +295,8 @@ def _assistant_key_lines(assistants: list[Entry], budget: int) -> str:
 
 def _user_messages(users: list[Entry], budget: int) -> str:
     """Every user message, shortened; when they do not all fit, the most recent win."""
+    if budget <= 0:
+        return ""
     kept: list[str] = []
     used = 0
     # Share the room so every message keeps at least its opening words (goals and constraints

@@ -1,7 +1,12 @@
 """The facts a person stated, found by rules: names, decisions, paths, numbers and the questions
-they asked, one per sentence, each with the number of the message that said it. Plain functions
-over plain values: the rule-based brief carries them from compaction to compaction
-(compaction/brief.py), and a count of them says what a summary kept.
+they asked, each with the number of the message that said it. Plain functions over plain values:
+the rule-based brief carries them from compaction to compaction (compaction/brief.py), and a
+count of them says what a summary kept.
+
+A fact is kept compactly: not its whole sentence but the clause around what matched, cut to the
+few words next to it that say what it is ("heron staging server listens on port 41234"), so that
+many fit in a small brief and each still reads as what was said (a number without its words is
+no use).
 
 Only the person's own messages are read. The rules cannot judge what a reply claims, and the
 person's statements are what they will ask back about; replies keep their key lines in the brief
@@ -15,24 +20,27 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from compaction.entries import Entry
-from compaction.prompt import one_line
 
-# Most important first. When the facts do not all fit, the least important kind goes first.
+# Most important first: in one clause, the most important kind found is the fact's. When the
+# facts do not all fit, the kinds take turns in this order.
 KINDS: tuple[str, ...] = ("name", "decision", "path", "number", "question")
-# A fact is one sentence: long enough to hold what was said about the thing, short enough that
-# a handful fit in a small brief.
-PER_FACT = 160
+# At most this many characters: the thing matched and the words next to it that say what it is.
+PER_FACT = 48
+# Fewer words state nothing ("Turn 101", "Why not?").
+MIN_WORDS = 3
 
 PATH_RE = re.compile(
     r"(?:[\w.-]+/)+[\w.-]+|\b[\w-]+\.(?:py|js|ts|tsx|jsx|html|css|md|json|toml|ya?ml|txt|sql|sh|"
     r"rs|go|java|rb|c|h|cpp|ini|cfg)\b"
 )
-# The person naming themselves: the one fact a later restatement replaces ("call me Ada").
+# The person naming themselves, with the name: the one fact a later restatement replaces.
 _OWN_NAME_RE = re.compile(
-    r"\b(?:my name is|my name's|call me|i am called|i'm called)\s+[A-Z]", re.IGNORECASE
+    r"\b(?i:my name is|my name's|call me|i am called|i'm called)\s+[A-Z][\w'-]*(?: [A-Z][\w'-]*)*"
 )
 # Two or more capitalised words in a row, not opening the sentence: a person, a product, a place.
 _PROPER_NAME_RE = re.compile(r"(?<=\S )[A-Z][a-z]+(?: [A-Z][a-z]+)+\b")
+# The same in a fact already cut to its clause, where the name may come first.
+_FRAGMENT_NAME_RE = re.compile(r"(?:(?<=\S )|^)[A-Z][a-z]+(?: [A-Z][a-z]+)+\b")
 _DECISION_RE = re.compile(
     r"\b(decid\w*|decision|chose|chosen|agreed|settled on|going with|we will|we'll|let's)\b",
     re.IGNORECASE,
@@ -44,8 +52,26 @@ _NUMBER_RE = re.compile(
     r"|\b[A-Z]{1,4}-?\d{2,}\b",
     re.IGNORECASE,
 )
+_WHOLE_RE = re.compile(r".+", re.DOTALL)
 _SENTENCE_END_RE = re.compile(r"(?<=[.!?])\s+(?=\S)")
-# A fact as the brief writes it: "- (#12) The port is 8443." (the number of the message).
+# Where a clause ends: punctuation before a space, a dash, or "and"/"but" before a new subject
+# ("My name is Ada and my project lives in /srv/engine" states two facts).
+_CLAUSE_END_RE = re.compile(
+    r"[,;:()\[\]]\s+|\s+[-–—]\s+|\s+(?:and|but|so)\s+(?=(?:my|our|your|the|we|i|it|they|he|she|"
+    r"you|this|that)\b)",
+    re.IGNORECASE,
+)
+# Words a fact does without: they take room and say nothing about the thing.
+_ARTICLES = frozenset({"the", "a", "an"})
+# Words a fact neither opens nor ends with.
+_LOOSE_ENDS = _ARTICLES | frozenset(
+    "and or but so that which to of with from in on at for by as is are was were its their "
+    "it now then also just we i".split()
+)
+# Which side of what matched says what it is: a name and a decision are followed by what they
+# did or chose; a path, a number and a question are preceded by what they are.
+_GROWS_RIGHT = frozenset({"name", "decision"})
+# A fact as the brief writes it: "- (#12) staging server listens on port 8443" (the message).
 _LINE_RE = re.compile(r"^- \(#(\d+)\) (.+)$")
 
 
@@ -53,12 +79,12 @@ _LINE_RE = re.compile(r"^- \(#(\d+)\) (.+)$")
 class Fact:
     kind: str  # one of KINDS
     seq: int  # the message that stated it
-    text: str  # the sentence, on one line, cut to PER_FACT
+    text: str  # the clause around what matched, on one line, at most PER_FACT characters
 
     @property
     def key(self) -> str:
         """What makes two facts the same: the person's own name is one fact however often it is
-        restated (the latest wins); any other is its sentence, case and spacing aside."""
+        restated (the latest wins); any other is its words, case and spacing aside."""
         if self.kind == "name" and _OWN_NAME_RE.search(self.text):
             return "own name"
         return " ".join(re.findall(r"\w+", self.text.lower()))
@@ -67,26 +93,93 @@ class Fact:
         return f"- (#{self.seq}) {self.text}"
 
 
-def kind_of(sentence: str) -> str | None:
-    """The most important kind of fact a sentence states, or None. Two words ("Turn 101.",
-    "Why not?") state nothing."""
-    if len(sentence.split()) < 3:
+def _matches(text: str, *, fragment: bool = False) -> dict[str, re.Match[str]]:
+    """The first match of each kind's rule in `text`, most important kind first. A question is
+    a sentence that asks, whatever it names: it is matched whole."""
+    whole = _WHOLE_RE.match(text)
+    if whole is not None and text.endswith("?"):
+        return {"question": whole}
+    rules = {
+        "name": _OWN_NAME_RE.search(text)
+        or (_FRAGMENT_NAME_RE if fragment else _PROPER_NAME_RE).search(text),
+        "decision": _DECISION_RE.search(text),
+        "path": PATH_RE.search(text),
+        "number": _NUMBER_RE.search(text),
+    }
+    return {kind: match for kind, match in rules.items() if match is not None}
+
+
+def kind_of(text: str, *, fragment: bool = False) -> str | None:
+    """The most important kind of fact `text` states, or None: for a sentence, two words state
+    nothing ("Turn 101.", "Why not?"); a fact already cut to its clause may open with its name."""
+    if not fragment and len(text.split()) < MIN_WORDS:
         return None
-    if _OWN_NAME_RE.search(sentence) or _PROPER_NAME_RE.search(sentence):
-        return "name"
-    if _DECISION_RE.search(sentence):
-        return "decision"
-    if PATH_RE.search(sentence):
-        return "path"
-    if _NUMBER_RE.search(sentence):
-        return "number"
-    if sentence.endswith("?"):
-        return "question"
-    return None
+    return next(iter(_matches(text, fragment=fragment)), None)
 
 
 def sentences(text: str) -> list[str]:
     return [s for line in text.splitlines() for s in _SENTENCE_END_RE.split(line.strip()) if s]
+
+
+def clauses(sentence: str) -> list[str]:
+    """A sentence's clauses; a question is one, asked whole."""
+    if sentence.endswith("?"):
+        return [sentence]
+    return [c.strip() for c in _CLAUSE_END_RE.split(sentence) if c.strip()]
+
+
+def fact_of(clause: str) -> tuple[str, str] | None:
+    """(kind, text) of the fact a clause states, or None: the words around every match of the
+    rules (or, when they are too far apart, around the most important one), growing first on
+    the side that says what it is, until PER_FACT; its kind is the most important one it
+    holds, as `kind_of` finds it again in a brief."""
+    found = _matches(clause)
+    if not found:
+        return None
+    anchor = next(iter(found))
+    start = min(m.start() for m in found.values())
+    end = max(m.end() for m in found.values())
+    if len(" ".join(_words(clause[start:end]))) > PER_FACT:
+        # Too far apart: around the most important match that holds a thing, not a verb of
+        # deciding ("decided the audit log moves to PostgreSQL 16.2": the 16.2).
+        anchor = next((k for k in found if k != "decision"), anchor)
+        start, end = found[anchor].span()
+    # Whole words: the match may begin or end inside one ("$5" of "$500").
+    start = clause.rfind(" ", 0, start) + 1
+    end = len(clause) if (space := clause.find(" ", end)) < 0 else space
+    core, left, right = _words(clause[start:end]), _words(clause[:start]), _words(clause[end:])
+    if anchor == "question":
+        core, left = core[-1:], core[:-1]
+    words = _grown(core, left, right, anchor in _GROWS_RIGHT)
+    while len(words) > 1 and words[0].lower() in _LOOSE_ENDS:
+        words = words[1:]
+    while len(words) > 1 and words[-1].lower().rstrip(".,;:!") in _LOOSE_ENDS:
+        words = words[:-1]
+    text = " ".join(words)
+    text = text if anchor == "question" else text.rstrip(".,;:!")
+    kind = kind_of(text, fragment=True)
+    if kind is None or len(words) < MIN_WORDS or len(text) > PER_FACT:
+        return None
+    return kind, text
+
+
+def _words(text: str) -> list[str]:
+    """The words of `text` without its articles (a fact is a note, not a quotation)."""
+    return [w for w in text.split() if w.lower() not in _ARTICLES]
+
+
+def _grown(core: list[str], left: list[str], right: list[str], right_first: bool) -> list[str]:
+    """`core` with as many neighbouring words as fit in PER_FACT: from the side that says what
+    it is, then from the other."""
+    words, size = list(core), len(" ".join(core))
+    for to_right in (right_first, not right_first):
+        source = list(right) if to_right else list(reversed(left))
+        for word in source:
+            if size + 1 + len(word) > PER_FACT:
+                break
+            words = [*words, word] if to_right else [word, *words]
+            size += 1 + len(word)
+    return words
 
 
 def facts_of(entries: Sequence[Entry]) -> list[Fact]:
@@ -96,9 +189,11 @@ def facts_of(entries: Sequence[Entry]) -> list[Fact]:
         if not entry.starts_user_turn:
             continue
         for sentence in sentences(entry.text):
-            kind = kind_of(sentence)
-            if kind is not None:
-                found.append(Fact(kind, entry.seq, one_line(sentence, PER_FACT)))
+            if len(sentence.split()) < MIN_WORDS:
+                continue
+            for clause in clauses(sentence):
+                if (fact := fact_of(clause)) is not None:
+                    found.append(Fact(fact[0], entry.seq, fact[1]))
     return merged(found)
 
 
@@ -117,22 +212,28 @@ def parse_lines(text: str) -> list[Fact]:
     found = []
     for line in text.splitlines():
         match = _LINE_RE.match(line.strip())
-        if match and (kind := kind_of(match.group(2))) is not None:
+        if match and (kind := kind_of(match.group(2), fragment=True)) is not None:
             found.append(Fact(kind, int(match.group(1)), match.group(2)))
     return found
 
 
 def within(facts: Sequence[Fact], budget: int, most: int) -> tuple[list[Fact], list[Fact]]:
-    """(kept, left out): at most `most` facts whose lines fit in `budget` characters. What is
-    left out is the least important kind first and, within a kind, the latest first: the facts
-    the person stated early (who they are, where the work lives, what was settled) are never
-    stated again, while the latest are still quoted whole in the brief of their own span."""
-    ranked = sorted(facts, key=lambda f: (KINDS.index(f.kind), f.seq))
-    kept, used = [], 0
-    for fact in ranked:
-        size = len(fact.line()) + 1
-        if len(kept) < most and used + size <= budget:
-            kept.append(fact)
+    """(kept, left out): at most `most` facts whose lines fit in `budget` characters. The kinds
+    take turns, each its earliest fact first (a name, a decision, a path, a number, a question,
+    then each kind's second...), so every kind keeps some and what is left out is the latest of
+    each: the facts the person stated early (who they are, where the work lives, what was
+    settled) are never stated again, while the latest are still quoted whole in the brief of
+    their own span."""
+    turn: dict[str, int] = {}
+    ranked = []
+    for i, fact in sorted(enumerate(facts), key=lambda p: p[1].seq):
+        turn[fact.kind] = turn.get(fact.kind, -1) + 1
+        ranked.append((turn[fact.kind], KINDS.index(fact.kind), i))
+    kept_at, used = set(), 0
+    for *_, i in sorted(ranked):
+        size = len(facts[i].line()) + 1
+        if len(kept_at) < most and used + size <= budget:
+            kept_at.add(i)
             used += size
-    chosen = set(kept)
-    return sorted(kept, key=lambda f: f.seq), [f for f in facts if f not in chosen]
+    kept = [f for i, f in enumerate(facts) if i in kept_at]
+    return sorted(kept, key=lambda f: f.seq), [f for i, f in enumerate(facts) if i not in kept_at]

@@ -6,6 +6,8 @@ import asyncio
 
 import pytest
 
+from compaction.brief import rule_based_summary
+from compaction.entries import Entry
 from compaction.window import summary_pair
 from providers import registry
 from providers.tokens import estimate_request, estimate_text
@@ -262,9 +264,16 @@ async def test_hits_that_only_echo_the_question_are_said_to_be_so():
     assert "#13" not in reply.text
 
 
-async def test_a_summary_line_that_cites_a_message_is_quoted_with_its_number():
+async def test_a_fact_the_brief_kept_is_quoted_with_the_number_of_its_message():
+    said = [
+        "Hello! I am trying out the demo.",
+        "My name is Ada Lovelace and my project lives in /srv/engine.",
+        "The lamp launch plan moves on: marketing wants the copy first.",
+    ]
+    folded = [Entry(2 * i + 1, "user", [{"type": "text", "text": s}]) for i, s in enumerate(said)]
+    brief = rule_based_summary(folded, None, max_chars=1_350)
     messages = [
-        *summary_pair("## Facts kept\n- (#1) My name is Ada Lovelace and my project is big."),
+        *summary_pair(brief),
         {"role": "user", "content": "Carry on."},
         {"role": "assistant", "content": [{"type": "text", "text": "Carrying on."}]},
         {"role": "user", "content": QUESTION},
@@ -272,4 +281,6 @@ async def test_a_summary_line_that_cites_a_message_is_quoted_with_its_number():
 
     _, reply = await ask(messages)
 
-    assert "citing message #1: “My name is Ada Lovelace and my project is big.”" in reply.text
+    # The fact as the brief keeps it: the clause that names her, not the whole sentence.
+    assert "\n- (#3) My name is Ada Lovelace\n" in brief
+    assert "citing message #3: “My name is Ada Lovelace" in reply.text

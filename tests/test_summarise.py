@@ -179,6 +179,31 @@ def test_it_bounds_the_rule_based_summary_and_prefers_recent_user_messages():
     assert "old brief" in summary
 
 
+def test_a_tight_rule_based_summary_gives_the_facts_the_largest_share_and_else_the_messages():
+    stated = [
+        f"The agent reads its settings from /etc/agent-{n}/main.toml on every start."
+        for n in range(1, 30)
+    ]
+    plain = [
+        f"Message {n}: the lamp plan moves on and marketing wants the copy." for n in range(29)
+    ]
+
+    def brief(said: list[str]) -> str:
+        entries = [Entry(2 * i + 1, "user", [text(s)]) for i, s in enumerate(said)]
+        return rule_based_summary(entries, None, max_chars=1_350)
+
+    with_facts, without = brief(stated), brief(plain)
+
+    facts = with_facts.split("## Facts kept\n")[1].split("\n\n## ")[0]
+    assert len(facts) > len(with_facts) * 2 // 3, with_facts
+    assert "- (#1) reads its settings from /etc/agent-1/main.toml\n" in facts
+    assert len(with_facts) <= 1_350
+    # Without facts, the room is the sections': this span's messages have the most of it.
+    assert "## Facts kept" not in without
+    users = without.split("## All user messages\n")[1].split("\n\n## ")[0]
+    assert len(users) > 300 and '(#57) "Message 28' in users
+
+
 def test_it_never_returns_an_empty_rule_based_summary():
     assert rule_based_summary([], None).strip()
     assert len(rule_based_summary([], None, max_chars=10)) <= 10

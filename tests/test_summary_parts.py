@@ -185,10 +185,15 @@ async def test_a_part_that_fails_falls_back_to_rules_over_what_is_not_folded_yet
 
 async def test_a_window_too_small_for_a_request_is_summarised_by_rules_without_a_call():
     client = scripted("<summary>never asked</summary>")
-    result = await summarise(client, "m", span(6), None, budget=900, max_chars=900)
+    decided = Entry(
+        7, "user", [text("We decided the audit log moves to PostgreSQL 16.2, not MySQL.")]
+    )
+    result = await summarise(client, "m", [*span(6), decided], None, budget=900, max_chars=900)
     assert client.calls == []
     assert result.summariser == "rules" and "cannot hold a summary request" in result.error
     assert len(result.summary) <= 900
+    # The fact stated, kept as its clause: room for many in a brief this small.
+    assert "\n- (#7) decided audit log moves to PostgreSQL 16.2\n" in result.summary
 
 
 def test_left_out_names_the_message_and_the_tool():
