@@ -217,10 +217,10 @@ def test_a_draft_to_review_shows_in_view_and_waits_where_it_is_seen(seen, fast_s
     seen.reach_panel()
     page.locator("#compact-now").click()
 
-    heading = page.locator("#review-heading")
+    heading = page.locator("#review h2")
     expect(heading).to_be_visible()
+    seen.assert_seen("#review h2")
     expect(heading).to_be_focused()
-    seen.assert_seen("#review-heading")
     expect(page.locator("#review textarea[name=summary]")).to_be_in_viewport()
     waiting = page.locator("#review-waiting")
     expect(waiting).to_contain_text("A summary draft is waiting for your review")
@@ -234,7 +234,7 @@ def test_a_draft_to_review_shows_in_view_and_waits_where_it_is_seen(seen, fast_s
     seen.shot("draft-waiting-scrolled-away")
     seen.tap("#review-waiting a")
     expect(heading).to_be_focused()
-    seen.assert_seen("#review-heading")
+    seen.assert_seen("#review h2")
 
     # After a reload too.
     page.reload()
@@ -280,10 +280,11 @@ def test_a_panel_link_lands_on_its_divider_below_the_header(seen, account):
     link = page.locator('#context .boundaries a[href^="#compaction-"]').first
     divider = "#" + link.get_attribute("href").lstrip("#")
     seen.tap('#context .boundaries a[href^="#compaction-"]')
-    expect(page.locator(divider)).to_have_attribute("open", "")
     if seen.phone:  # the drawer closed to show it
         expect(page.locator("#context")).not_to_be_in_viewport()
+    expect(page.locator(f"{divider} > summary")).to_be_in_viewport()
     seen.assert_seen(f"{divider} > summary")
+    expect(page.locator(divider)).to_have_attribute("open", "")
     seen.shot("divider-opened")
 
 
