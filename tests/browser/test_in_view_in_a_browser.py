@@ -16,6 +16,7 @@ viewport: an element under the header is not seen.
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
 from playwright.sync_api import expect
@@ -138,9 +139,21 @@ class Seen:
             " bottom: b.bottom, height: b.height, x: b.x + b.width / 2}; }",
         )
 
-    def assert_seen(self, selector: str) -> None:
+    def assert_seen(self, selector: str, timeout: float = 5.0) -> None:
         """On screen and not under anything: whole between the header and the composer (from
-        its top, if it is taller than that room), and the element itself at its top."""
+        its top, if it is taller than that room), and the element itself at its top. Retried
+        for a moment, as `expect` does: a drawer may still be sliding away."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self._seen(selector)
+                return
+            except AssertionError:
+                if time.monotonic() > deadline:
+                    raise
+                self.page.wait_for_timeout(100)
+
+    def _seen(self, selector: str) -> None:
         box, room = self.box(selector), self.room(selector)
         assert box["top"] >= room["top"] - 1, (selector, "under the header or above", box, room)
         if box["height"] <= room["bottom"] - room["top"]:
@@ -177,10 +190,10 @@ def test_the_header_search_answers_in_view(seen, account):
     page.press("#search-conversation", "Enter")
     heading = page.locator("#conversation-results .search-count")
     expect(heading).to_contain_text("best match")
-    expect(heading).to_be_focused()
-    expect(heading).to_be_in_viewport()
     expect(page.locator("#conversation-results .search-hit").first).to_be_in_viewport()
     seen.assert_seen("#conversation-results .search-hit")
+    expect(heading).to_be_in_viewport()
+    expect(heading).to_be_focused()
     seen.shot("search-results")
     # Esc puts them away and gives the box back.
     page.keyboard.press("Escape")
