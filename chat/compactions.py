@@ -33,7 +33,7 @@ from core.errors import ActionError
 
 DRAFT_WAITING = (
     "A draft summary is waiting for your review first: approve, regenerate or discard it in the "
-    "review box above the transcript, then compact again."
+    "review box under the newest message, then compact again."
 )
 ALREADY_RUNNING = "A compaction is already running for this conversation."
 NOTHING_TO_CUT = (

@@ -46,7 +46,7 @@
     if (e.target === input && e.key === "Enter" && !e.shiftKey && !e.isComposing) {
       e.preventDefault();
       if (input.value.trim()) input.form.requestSubmit();
-    } else if (e.key === "Escape" && closeMenu()) {
+    } else if (e.key === "Escape" && (closeMenu() || closeResults(true) || closePanel(true))) {
       e.preventDefault(); // Esc closes an open menu first; a second Esc stops the reply
     } else if (e.key === "Escape" && document.querySelector('.message[data-status="streaming"]')) {
       e.preventDefault();
@@ -156,7 +156,7 @@
     markWindow();
     // A search hit links here as #msg-<seq>: show that message (marked by :target), not the end.
     var hit = location.hash && document.getElementById(location.hash.slice(1));
-    if (hit) { stickToBottom = false; hit.scrollIntoView({ block: "center" }); }
+    if (hit) { stickToBottom = false; reveal(hit); }
     else window.scrollTo(0, document.body.scrollHeight);
   });
 
@@ -271,15 +271,17 @@
     var link = e.target.closest('#context a[href^="#compaction-"]');
     if (!link) return;
     var id = link.getAttribute("href").slice(1);
-    if (document.getElementById(id)) return;
     e.preventDefault();
+    closePanel(false);
     var pages = 50;
     (function loadUntilFound() {
       var divider = document.getElementById(id);
       var older = document.querySelector("#transcript .load-older");
       if (divider) {
         divider.open = true;
-        divider.scrollIntoView({ block: "center" });
+        stickToBottom = false;
+        reveal(divider);
+        divider.querySelector("summary").focus({ preventScroll: true });
       } else if (older && pages-- > 0) {
         document.body.addEventListener("htmx:afterSettle", loadUntilFound, { once: true });
         htmx.trigger(older, "click");
@@ -339,5 +341,106 @@
     if (!first) return;
     if (first.tagName === "ARTICLE") first.setAttribute("tabindex", "-1");
     first.focus();
+  });
+
+  // --- In view: what a person triggers answers where they are looking ---------------------
+  // The header (sticky at the top) and the composer (sticky at the bottom) cover the page's
+  // edges: an element is shown in the room between them, whole if it fits, else from its top.
+  // Their heights, not where they are now: at the top of the page the header is not stuck yet.
+
+  function reveal(el) {
+    var header = document.querySelector(".chat-header");
+    var composer = document.querySelector(".composer-area");
+    var top = (header ? header.offsetHeight : 0) + 8;
+    var bottom = window.innerHeight - (composer ? composer.offsetHeight : 0) - 8;
+    var box = el.getBoundingClientRect();
+    var room = bottom - top;
+    var offset = box.height > room ? box.top - top : box.top - top - (room - box.height) / 2;
+    window.scrollBy(0, offset);
+  }
+
+  // The header's search: its results drop down under the box and take the focus (their
+  // heading says how many); Esc or "Close the results" empties them and goes back to the box.
+  document.addEventListener("htmx:afterSwap", function (e) {
+    var target = e.detail.target;
+    if (!target || (target.id !== "conversation-results" && target.id !== "sidebar-results")) return;
+    var heading = target.querySelector(".search-count");
+    if (heading) heading.focus();
+  });
+  // `byKey`: an Esc closes them only from the header (elsewhere it stops a reply).
+  function closeResults(byKey) {
+    var results = document.getElementById("conversation-results");
+    if (!results || !results.firstElementChild) return false;
+    var header = results.closest(".chat-header");
+    if (byKey && !header.contains(document.activeElement)) return false;
+    var inside = header.contains(document.activeElement);
+    results.textContent = "";
+    if (inside || document.activeElement === document.body) document.getElementById("search-conversation").focus();
+    return true;
+  }
+  document.addEventListener("click", function (e) {
+    if (e.target.closest("#close-results")) closeResults(false);
+  });
+
+  // A draft to review arrives under the newest message: the view moves to it. The focus goes to
+  // its heading unless the person is typing a message (an automatic compaction's draft must
+  // not take the message box from them: the notice above it says a draft waits, and leads
+  // to it). After every swap of the frame, which scroll the page down as they go.
+  var shownDraft = null;
+  var newDraft = false;
+  function draftId() {
+    var field = document.querySelector('#review:not([hidden]) input[name="compaction"]');
+    return field ? field.value : null;
+  }
+  document.addEventListener("htmx:oobAfterSwap", function (e) {
+    if (!e.detail.target || e.detail.target.id !== "review") return;
+    var id = draftId();
+    newDraft = newDraft || (id !== null && id !== shownDraft);
+    shownDraft = id;
+  });
+  document.addEventListener("htmx:wsAfterMessage", function () {
+    if (!newDraft) return;
+    newDraft = false;
+    showDraft(!document.activeElement || !document.activeElement.closest("#composer"));
+  });
+  function showDraft(focus) {
+    var heading = document.getElementById("review-heading");
+    if (!heading) return;
+    stickToBottom = false;
+    reveal(document.getElementById("review"));
+    if (focus) heading.focus({ preventScroll: true });
+  }
+  document.addEventListener("DOMContentLoaded", function () { shownDraft = draftId(); });
+  document.addEventListener("click", function (e) {
+    if (!e.target.closest("#review-waiting a.to-review")) return;
+    e.preventDefault();
+    showDraft(true);
+  });
+
+  // On a narrow screen the context panel is a drawer over the page, opened by the header's
+  // "Context" button; Close, Esc, a tap outside it, a boundary link or Compact now close it
+  // (the page under it shows what they did).
+  function panelOpen() { var r = root(); return !!r && r.classList.contains("panel-open"); }
+  function openPanel() {
+    root().classList.add("panel-open");
+    document.getElementById("show-panel").setAttribute("aria-expanded", "true");
+    document.getElementById("hide-panel").focus();
+  }
+  function closePanel(refocus) {
+    if (!panelOpen()) return false;
+    var hadFocus = document.getElementById("side-panel").contains(document.activeElement);
+    root().classList.remove("panel-open");
+    var toggle = document.getElementById("show-panel");
+    toggle.setAttribute("aria-expanded", "false");
+    if (refocus || hadFocus) toggle.focus({ preventScroll: true });
+    return true;
+  }
+  document.addEventListener("click", function (e) {
+    if (e.target.closest("#show-panel")) { if (panelOpen()) closePanel(true); else openPanel(); }
+    else if (e.target.closest("#hide-panel")) closePanel(true);
+    else if (panelOpen() && !e.target.closest("#side-panel")) closePanel(false);
+  });
+  document.addEventListener("submit", function (e) {
+    if (e.target.id === "compact-form") closePanel(true);
   });
 })();
