@@ -40,6 +40,28 @@ def screen(request, browser, user_state, server):
     context.close()
 
 
+def is_phone(name: str) -> bool:
+    return name.startswith("phone")
+
+
+def reach_panel(page, tap: bool = False) -> None:
+    """Bring the context panel on screen the way a person would: one tap (or click) on
+    "Context" on a narrow screen, where it is a drawer; else it is beside the transcript."""
+    from playwright.sync_api import expect
+
+    toggle = page.locator("#show-panel")
+    if toggle.count() and toggle.is_visible() and toggle.get_attribute("aria-expanded") != "true":
+        toggle.tap() if tap else toggle.click()
+        expect(page.locator("#compact-now")).to_be_in_viewport()
+
+
+def leave_panel(page) -> None:
+    """Close the context panel's drawer, where there is one open, to reach the transcript."""
+    close = page.locator("#hide-panel")
+    if close.count() and close.is_visible():
+        close.click()
+
+
 def in_view(page, locator) -> None:
     """Scrolled to where a person would look for it, and inside the viewport."""
     from playwright.sync_api import expect

@@ -363,13 +363,22 @@ def test_screenshot_for_the_readme(browser, server):
             ".scrollIntoView({block: 'center'})"
         )
         page.screenshot(path=shots[0])
-        page.set_viewport_size({"width": 390, "height": 844})
-        page.evaluate(
-            "document.querySelector('#transcript .divider[data-trigger=\"auto\"]')"
-            ".scrollIntoView({block: 'center'})"
+        # A phone opening the same conversation: the newest turns and the composer, the panel
+        # one tap away behind "Context".
+        phone = browser.new_context(
+            storage_state=context.storage_state(),
+            viewport={"width": 390, "height": 844},
+            is_mobile=True,
+            has_touch=True,
         )
-        page.screenshot(path=shots[1])
-        page.set_viewport_size({"width": 1400, "height": 900})
+        try:
+            on_phone = phone.new_page()
+            on_phone.goto(page.url)
+            wait_socket(on_phone)
+            expect(on_phone.locator("#composer")).to_be_in_viewport()
+            on_phone.screenshot(path=shots[1])
+        finally:
+            phone.close()
         page.click("#show-model-view")
         expect(page.locator("#model-view .window-message").first).to_contain_text(SUMMARY_INTRO)
         page.evaluate("window.scrollTo(0, 0)")

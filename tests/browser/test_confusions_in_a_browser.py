@@ -1,9 +1,12 @@
 """Issue 30, point 7, on screen: switching back to a version shows the reply that was on screen
 under it; a queued message offers only Cancel; the title shows it can be edited and Rename with
 no change says so; nothing is refused by the Content-Security-Policy on the way (the first send
-in a new conversation included). On a desktop and a phone, light and dark."""
+in a new conversation included); both exports download, and the Markdown marks the pin. On a
+desktop and a phone, light and dark."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 from playwright.sync_api import expect
@@ -81,4 +84,31 @@ def test_the_title_looks_editable_and_rename_without_a_change_says_so(screen, tm
     expect(title).not_to_be_focused()
     assert page.url == url and title.input_value() == before
     page.screenshot(path=tmp_path / f"rename-{name}.png")
+    refusals.assert_none(page)
+
+
+def test_both_exports_download_and_markdown_marks_the_pin(screen, tmp_path):
+    page, refusals, name = screen
+    turn(page, "PELICAN: keep this one word for word.")
+    page.locator("#msg-1 .pin-toggle").click()
+    expect(page.locator("#msg-1 .pin-toggle")).to_have_text("Unpin")
+    url = page.url
+    files = {}
+    for label in ("Export JSON", "Export Markdown"):
+        menu = page.locator(".conversation-menu")
+        if menu.get_attribute("open") is None:
+            menu.locator("summary").click()
+        link = menu.get_by_role("link", name=label)
+        in_view(page, link)
+        # A download, not a page of raw text in place of the chat (export.json opened in the tab).
+        with page.expect_download() as download:
+            link.click()
+        files[label] = download.value.path().read_text()
+        assert page.url == url
+    pins = [m["seq"] for m in json.loads(files["Export JSON"])["messages"] if m["pinned"]]
+    assert pins == [1], pins
+    headings = [h for h in files["Export Markdown"].splitlines() if h.startswith("### ")]
+    assert "pinned" in headings[0] and "#1" in headings[0], headings
+    assert "pinned" not in headings[1], headings
+    page.screenshot(path=tmp_path / f"exports-{name}.png")
     refusals.assert_none(page)

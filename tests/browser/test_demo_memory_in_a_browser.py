@@ -13,6 +13,7 @@ import pytest
 from playwright.sync_api import expect
 
 from .conftest import TIMEOUT_MS, new_conversation, serve, signup, turn
+from .screens import SCREENS
 from .test_csp_in_a_browser import Refusals
 
 pytestmark = pytest.mark.browser
@@ -27,10 +28,6 @@ FILLER = (
     "price sheet a week before the deadline, finance signs off every change, and the regional "
     "variations of the sheet are checked twice by the team before they are published. "
 )
-SIZES = {
-    "desktop": {"viewport": {"width": 1280, "height": 860}},
-    "phone": {"viewport": {"width": 390, "height": 844}, "is_mobile": True, "has_touch": True},
-}
 
 
 # Whether an element is on screen: inside the viewport, and what is drawn at its middle is the
@@ -49,12 +46,11 @@ def quick_server():
         yield base
 
 
-@pytest.mark.parametrize("scheme", ["light", "dark"])
-@pytest.mark.parametrize("size", ["desktop", "phone"])
+@pytest.mark.parametrize("screen", list(SCREENS))
 def test_asked_after_many_compactions_the_demo_names_what_was_said_and_where(
-    browser, quick_server, size, scheme, tmp_path
+    browser, quick_server, screen, tmp_path
 ):
-    context = browser.new_context(color_scheme=scheme, **SIZES[size])
+    context = browser.new_context(**SCREENS[screen])
     context.set_default_timeout(TIMEOUT_MS)
     refusals = Refusals(context)
     try:
@@ -77,13 +73,11 @@ def test_asked_after_many_compactions_the_demo_names_what_was_said_and_where(
         answer = page.locator("#transcript .message.assistant").last.locator("p").last
         expect(answer).to_contain_text("Ada Lovelace")
         expect(answer).to_contain_text(re.compile(r"message #3\b"))
-        if size == "phone":
-            # Where a phone opens the conversation is point 4 of issue 30, not this test's: the
-            # person scrolls to the reply, which must then read clear of the sticky header.
-            answer.evaluate("el => el.scrollIntoView({block: 'center'})")
-        assert page.evaluate(SEEN, answer.element_handle()), f"the answer is not on screen ({size})"
-        page.screenshot(path=tmp_path / f"demo-memory-{size}-{scheme}.png")
-        print(f"screenshot: {tmp_path}/demo-memory-{size}-{scheme}.png")
+        assert page.evaluate(SEEN, answer.element_handle()), (
+            f"the answer is not on screen ({screen})"
+        )
+        page.screenshot(path=tmp_path / f"demo-memory-{screen}.png")
+        print(f"screenshot: {tmp_path}/demo-memory-{screen}.png")
         refusals.assert_none(page)
     finally:
         context.close()

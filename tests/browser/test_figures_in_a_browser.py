@@ -9,7 +9,7 @@ from playwright.sync_api import expect
 
 from . import screens
 from .conftest import new_conversation, server_with_admin, signup, tokens, turn, wait_replies
-from .screens import in_view
+from .screens import in_view, leave_panel, reach_panel
 from .test_csp_in_a_browser import FILLER
 
 pytestmark = pytest.mark.browser
@@ -42,6 +42,7 @@ def test_the_meter_moves_while_a_reply_streams_and_the_chart_explains_itself(scr
     streaming = page.locator('#transcript .message[data-status="streaming"]')
     expect(streaming).to_have_count(1)
     figures = page.locator("#context .meter-figures")
+    reach_panel(page)
     in_view(page, figures)
     expect(figures).to_contain_text("≈")  # the estimate, while the reply streams
     expect(page.locator("#meter-reply")).to_be_in_viewport()
@@ -82,6 +83,7 @@ def test_pinning_a_compacted_message_moves_the_meter(screen, tmp_path):
     turn(page, "SANDPIPER: a second one. " + FILLER)
     turn(page, "TURNSTONE: a third. " + FILLER)
     before = tokens(page)
+    reach_panel(page)
     page.click("#compact-now")
     expect(page.locator("#transcript .divider")).to_have_count(1)
     page.wait_for_function(
@@ -96,9 +98,11 @@ def test_pinning_a_compacted_message_moves_the_meter(screen, tmp_path):
         "c => +document.getElementById('window-tokens').dataset.tokens > c", arg=compacted
     )
     figures = page.locator("#context .meter-figures")
+    reach_panel(page)
     in_view(page, figures)
     expect(page.locator("#window-tokens")).not_to_have_text(shown)
     page.screenshot(path=tmp_path / f"pinned-{name}.png")
+    leave_panel(page)
     page.locator("#msg-1 .pin-toggle").click()
     page.wait_for_function(
         "c => +document.getElementById('window-tokens').dataset.tokens === c", arg=compacted

@@ -11,16 +11,13 @@ import pytest
 from playwright.sync_api import expect
 
 from .conftest import TIMEOUT_MS, export, new_context, new_conversation, wait_socket
+from .screens import SCREENS, in_view, leave_panel, reach_panel
 from .test_chat_in_a_browser import run_until_auto_compaction
 from .test_csp_in_a_browser import Refusals
 
 pytestmark = pytest.mark.browser
 
 BUDGET = 5_000  # the browser server's CONTEXT_BUDGET_TOKENS (conftest.SERVER_ENV)
-SCREENS = {
-    "desktop": {"viewport": {"width": 1280, "height": 860}},
-    "phone": {"viewport": {"width": 390, "height": 844}, "is_mobile": True, "has_touch": True},
-}
 
 
 @pytest.fixture(scope="module")
@@ -48,15 +45,9 @@ def exported(browser, server, user_state, tmp_path_factory) -> tuple[dict, objec
     return doc, path
 
 
-def in_view(locator) -> None:
-    locator.scroll_into_view_if_needed()
-    expect(locator).to_be_in_viewport()
-
-
-@pytest.mark.parametrize("scheme", ["light", "dark"])
-@pytest.mark.parametrize("screen", SCREENS)
+@pytest.mark.parametrize("screen", list(SCREENS))
 def test_an_imported_export_shows_what_it_held(
-    browser, server, user_state, exported, screen, scheme, tmp_path
+    browser, server, user_state, exported, screen, tmp_path
 ):
     doc, path = exported
     # The export holds what this test is about: versions, a pin, a boundary that makes the
@@ -67,7 +58,7 @@ def test_an_imported_export_shows_what_it_held(
     on_branch = sum(m["tokens"] for m in doc["messages"] if m["on_branch"])
     assert on_branch > doc["window"]["tokens"] + 1_000
 
-    context = browser.new_context(storage_state=user_state, color_scheme=scheme, **SCREENS[screen])
+    context = browser.new_context(storage_state=user_state, **SCREENS[screen])
     context.set_default_timeout(TIMEOUT_MS)
     refusals = Refusals(context)
     try:
@@ -81,11 +72,11 @@ def test_an_imported_export_shows_what_it_held(
 
         title = f"Imported: {doc['title']}"  # first: a title cut short on screen keeps it
         expect(page.locator("#title-input")).to_have_value(title)
-        in_view(page.locator("#title-input"))
+        in_view(page, page.locator("#title-input"))
 
         dividers = page.locator("#transcript .divider")
         expect(dividers).to_have_count(sum(c["status"] == "committed" for c in doc["compactions"]))
-        in_view(dividers.first)
+        in_view(page, dividers.first)
         expect(dividers.first.locator(".badge", has_text="imported")).to_be_visible()
 
         # One reply per turn: the version asked again is on screen, the first one behind the
@@ -101,21 +92,23 @@ def test_an_imported_export_shows_what_it_held(
         assert ids == branch[-len(ids) :], (ids, branch)  # the branch on screen, and only it
         switcher = page.locator("#transcript .version-count")
         expect(switcher).to_have_text("2 / 2")
-        in_view(switcher)
+        in_view(page, switcher)
 
         pinned = next(m["seq"] for m in doc["messages"] if m["pinned"])
-        in_view(page.locator(f"#msg-{pinned} .pinned-badge"))
+        in_view(page, page.locator(f"#msg-{pinned} .pinned-badge"))
 
         meter = page.locator("#window-tokens")
         expect(meter).to_have_attribute("data-tokens", str(doc["window"]["tokens"]))
         assert doc["window"]["tokens"] < BUDGET
-        in_view(meter)
+        reach_panel(page)
+        in_view(page, meter)
         shots = tmp_path
-        page.screenshot(path=shots / f"{screen}-{scheme}-meter.png")
-        in_view(switcher)
-        page.screenshot(path=shots / f"{screen}-{scheme}-versions.png")
-        in_view(dividers.first)
-        page.screenshot(path=shots / f"{screen}-{scheme}-divider.png")
+        page.screenshot(path=shots / f"{screen}-meter.png")
+        leave_panel(page)
+        in_view(page, switcher)
+        page.screenshot(path=shots / f"{screen}-versions.png")
+        in_view(page, dividers.first)
+        page.screenshot(path=shots / f"{screen}-divider.png")
         refusals.assert_none(page)
         print("screenshots in", tmp_path)
     finally:

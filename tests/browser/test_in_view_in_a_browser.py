@@ -22,13 +22,11 @@ import pytest
 from playwright.sync_api import expect
 
 from .conftest import new_context, new_conversation, serve, signup, turn, wait_socket
+from .screens import SCREENS, is_phone, reach_panel
 from .test_csp_in_a_browser import Refusals
 
 pytestmark = pytest.mark.browser
 
-DESKTOP = {"viewport": {"width": 1280, "height": 860}}
-PHONE = {"viewport": {"width": 390, "height": 844}, "is_mobile": True, "has_touch": True}
-SCREENS = {"desktop": DESKTOP, "phone": PHONE}
 PHONE_HEADER_MAX = 100
 
 LINE = "The harbour log for the week: wind, swell, the relief boat and the lamp oil order."
@@ -71,17 +69,17 @@ def account(browser, fast_server):
     return {"state": state, "long": long_url}
 
 
-@pytest.fixture(params=[(s, c) for s in SCREENS for c in ("light", "dark")], ids="-".join)
+@pytest.fixture(params=list(SCREENS))
 def seen(request, browser, account, tmp_path):
     """A page on the chosen screen and colour scheme; every CSP refusal in it fails the test.
     `seen.shot(name)` saves a screenshot next to the test's temporary files."""
-    screen, scheme = request.param
-    touch = {k: v for k, v in SCREENS[screen].items() if k != "viewport"}
-    context = new_context(browser, color_scheme=scheme, storage_state=account["state"], **touch)
+    screen = SCREENS[request.param]
+    settings = {k: v for k, v in screen.items() if k != "viewport"}
+    context = new_context(browser, storage_state=account["state"], **settings)
     refusals = Refusals(context)
     page = context.new_page()
-    page.set_viewport_size(SCREENS[screen]["viewport"])
-    view = Seen(page, screen, tmp_path)
+    page.set_viewport_size(screen["viewport"])
+    view = Seen(page, request.param, tmp_path)
     yield view
     refusals.assert_none(page)
     context.close()
@@ -93,7 +91,7 @@ class Seen:
 
     @property
     def phone(self) -> bool:
-        return self.screen == "phone"
+        return is_phone(self.screen)
 
     def shot(self, name: str) -> None:
         self.page.screenshot(path=str(self.tmp_path / f"{name}.png"))
@@ -111,13 +109,7 @@ class Seen:
             locator.click()
 
     def reach_panel(self) -> None:
-        """Bring the context panel on screen the way a person would: the "Context" button on a
-        narrow screen, where there is one; else it is beside the transcript (or, on a page
-        without one, further down, and Playwright scrolls to what it clicks)."""
-        toggle = self.page.locator("#show-panel")
-        if toggle.count() and toggle.is_visible():
-            self.tap("#show-panel")
-            expect(self.page.locator("#compact-now")).to_be_in_viewport()
+        reach_panel(self.page, tap=self.phone)
 
     def room(self, selector: str) -> dict:
         """Where `selector` can be seen: below the sticky header and above the sticky composer,

@@ -320,6 +320,6 @@ def test_a_long_import_shows_it_is_working_and_a_second_is_told_to_wait(browser,
             "text": "Importing…",
             "disabled": True,
         }, shown
-        expect(page.locator("#title-input")).to_have_value("The keeper's log")
+        expect(page.locator("#title-input")).to_have_value("Imported: The keeper's log")
         expect(page.locator("#transcript .message").last).to_contain_text("Hour 59999")
         print("screenshots in", tmp_path)

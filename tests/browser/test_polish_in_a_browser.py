@@ -217,6 +217,9 @@ def test_pinning_a_message_keeps_it_verbatim_after_compaction(chat, server):
 
     turn(page, "Second turn, about the photos. " + FILLER)
     turn(page, "Third turn, about the price sheet. " + FILLER)
+    # A fourth, so what is folded clearly outweighs its summary (the brief's room is shared with
+    # the facts it carries; three turns sit at the edge of worth compacting).
+    turn(page, "Fourth turn, about the copy. " + FILLER)
     page.click("#compact-now")
     expect(page.locator('#transcript .divider[data-trigger="manual"]')).to_have_count(1)
     expect(page.locator("#msg-1")).to_have_class(re.compile(r"\boutside-window\b"))

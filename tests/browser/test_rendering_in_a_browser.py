@@ -14,15 +14,12 @@ import pytest
 from playwright.sync_api import expect
 
 from .conftest import TIMEOUT_MS, conversation_id, new_context, new_conversation, turn, wait_socket
+from .screens import SCREENS, reach_panel
 from .test_chat_in_a_browser import compact_now
 from .test_csp_in_a_browser import Refusals
 
 pytestmark = pytest.mark.browser
 
-SCREENS = {
-    "desktop": {"viewport": {"width": 1280, "height": 860}},
-    "phone": {"viewport": {"width": 390, "height": 844}, "is_mobile": True, "has_touch": True},
-}
 # Long enough that three turns make a span worth compacting, well under the auto threshold.
 FILLER = " ".join(
     ["The harbour survey logs every vessel at the north pier, its crew and its cargo."] * 10
@@ -35,12 +32,11 @@ CODE = (
 TYPED = f"The blue submarine loop, as I wrote it:\n\n```python\n{CODE}\n```\n  indented note"
 
 
-@pytest.fixture(params=[(s, c) for s in SCREENS for c in ("light", "dark")], ids="-".join)
+@pytest.fixture(params=list(SCREENS))
 def screen(request, browser, user_state, tmp_path):
     """A page of the session's user on one screen and colour scheme; its CSP refusals are
     collected, and none may have happened by the end of the test."""
-    size, scheme = request.param
-    context = browser.new_context(**SCREENS[size], color_scheme=scheme, storage_state=user_state)
+    context = browser.new_context(**SCREENS[request.param], storage_state=user_state)
     context.set_default_timeout(TIMEOUT_MS)
     refusals = Refusals(context)
     page = context.new_page()
@@ -175,6 +171,7 @@ def test_a_divider_stays_through_versions_and_its_panel_link_finds_it(screen, co
     wait_socket(page)
     divider_between(page, divider_id, before, edited)
     page.evaluate("window.scrollTo(0, document.body.scrollHeight)")
+    reach_panel(page)
     page.locator(f'#context a[href="#{divider_id}"]').click()
     expect(page.locator(f"#{divider_id}")).to_be_in_viewport()
     shot(page, tmp_path, "divider-from-panel-link")
