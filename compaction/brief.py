@@ -153,13 +153,20 @@ def rule_based_summary(
     # is shared out by _WEIGHTS. When the bound is tight, the sections still get half of what
     # the facts leave (their headings need less than the 40 characters each set aside).
     free = max_chars - len(RULES_NOTE) - len(FACTS_HEADING) - 6
-    first = _facts_section(entries, previous, free * _FACTS_SIXTHS // 6)
-    free -= len(first)
+    earlier = _earlier_brief(previous) if previous else ""
+    # A brief the model wrote before this one (the part before, when a span folded in parts
+    # falls back here) is the best account of what it folded: the rules cannot rebuild it, so it
+    # keeps up to a quarter of the room ahead of the facts.
+    by_model = earlier and not previous.startswith(RULES_NOTE)
+    reserved = min(len(earlier) + len(EARLIER_HEADING) + 6, free // 4) if by_model else 0
+    first = _facts_section(entries, previous, (free - reserved) * _FACTS_SIXTHS // 6)
+    free -= len(first) + reserved
     room = max(free - 40 * (len(SECTIONS) + 1), free // 2)
     share = {name: room * weight // _WEIGHT_TOTAL for name, weight in _WEIGHTS.items()}
     # The user's steer (in the intent) is worth a line of its own, room permitting.
     share["intent"] = max(share["intent"], min(_PER_LINE + 30, room // 3))
     share = {name: size if size >= _MIN_SECTION else 0 for name, size in share.items()}
+    share["previous"] = max(share["previous"], reserved)
     sections = {
         "Primary request and intent": _intent(users, instructions, share["intent"]),
         "Key technical concepts": _concepts(entries, share["small"]),
@@ -172,12 +179,10 @@ def rule_based_summary(
         "Next step": _next_step(users, share["small"]),
     }
     parts = [f"## {name}\n{sections[name]}" for name in SECTIONS if sections[name]]
-    if previous and share["previous"]:
-        earlier = _earlier_brief(previous)
-        if earlier:
-            # Cut to its share, which may fall inside one of its code blocks: closed where it ends.
-            earlier = close_open_fence(_demote_headings(clip(earlier, share["previous"])))
-            parts.insert(0, f"## {EARLIER_HEADING}\n{earlier}")
+    if earlier and share["previous"]:
+        # Cut to its share, which may fall inside one of its code blocks: closed where it ends.
+        earlier = close_open_fence(_demote_headings(clip(earlier, share["previous"])))
+        parts.insert(0, f"## {EARLIER_HEADING}\n{earlier}")
     used = len(RULES_NOTE) + sum(len(p) + 2 for p in parts)
     kept = _facts_section(entries, previous, max_chars - used - len(FACTS_HEADING) - 6)
     if kept:

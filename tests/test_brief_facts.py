@@ -206,3 +206,17 @@ def test_the_earlier_brief_keeps_the_last_spans_sections_not_a_stub_of_notes():
     earlier = briefs[-1].split("## Earlier brief\n")[1].split("\n\n## ")[0]
     assert "### All user messages" in earlier or "### Primary request" in earlier
     assert "[Rule-based summary" not in earlier
+
+
+def test_a_brief_the_model_wrote_before_keeps_room_beside_many_facts():
+    # A span folded in parts falls back to rules after part 1: the model's brief of part 1 is the
+    # only account of what it folded, and must not be crowded out by the facts the rules find.
+    model_brief = "## Current work\nThe MODEL-PART-ONE account: the migration of the ledger."
+    entries = [e for n in range(40) for e in turn(1 + 2 * n, f"Why is port {40000 + n} closed?")]
+    summary = rule_based_summary(entries, model_brief, max_chars=900)
+    assert len(summary) <= 900
+    assert "MODEL-PART-ONE" in summary
+    assert re.search(r"port 400\d\d", summary)  # the facts still have most of the room
+    # A rules brief before is carried through its facts instead (its note is not a model's).
+    rules_before = rule_based_summary(entries[:4], None, max_chars=900)
+    assert "## Earlier brief" not in rule_based_summary(entries[4:], rules_before, max_chars=600)
