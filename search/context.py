@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from chat.branches import parent_of
 
 # A neighbour's match counts this much of the message's own (PostgreSQL's weight for 'B' text
-# against 'A'). Each neighbour counts, so a message between two matching ones can reach 0.8 of a
-# direct hit as strong as each of them: a direct hit still ranks first.
+# against 'A'). Each neighbour counts; under 0.5, a message between two matching ones still ranks
+# below them when they match equally well.
 CONTEXT_WEIGHT = 0.4
 
 Key = tuple[int, int]  # (conversation id, seq)
@@ -32,6 +32,7 @@ Key = tuple[int, int]  # (conversation id, seq)
 class Match:
     """A message the index matched, with its own score (higher is better)."""
 
+    message_id: int
     conversation_id: int
     seq: int
     parent_seq: int | None

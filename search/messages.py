@@ -204,7 +204,7 @@ def _quote(text: str) -> str:
 
 def _sqlite_matches(query: Query, where: str, params: list) -> list[Match]:
     sql = (
-        "SELECT m.conversation_id, m.seq, m.parent_seq, bm25(chat_message_fts) AS rank "  # noqa: S608
+        "SELECT m.id, m.conversation_id, m.seq, m.parent_seq, bm25(chat_message_fts) AS rank "  # noqa: S608
         "FROM chat_message_fts "
         "JOIN chat_message m ON m.id = chat_message_fts.rowid "
         "JOIN chat_conversation c ON c.id = m.conversation_id "
@@ -214,18 +214,20 @@ def _sqlite_matches(query: Query, where: str, params: list) -> list[Match]:
     with connection.cursor() as cursor:
         cursor.execute(sql, [_fts5_match(query), *params, CANDIDATES])
         # bm25 is negative, lower is better: flipped so every score reads "higher is better".
-        return [Match(cid, seq, parent, -rank) for cid, seq, parent, rank in cursor.fetchall()]
+        return [Match(*row[:4], -row[4]) for row in cursor.fetchall()]
 
 
 def _sqlite_rows(query, where, params, keys, matches) -> list[tuple]:
     in_keys, key_params = _in_keys(keys)
-    matched = [k for k in keys if k in {m.key for m in matches}] or [(0, 0)]
-    matched_sql, matched_params = _in_keys(matched)
+    pooled = set(keys)
+    # The snippets of the matched ones, found by rowid (not by matching every row again).
+    matched = [m.message_id for m in matches if m.key in pooled] or [0]
+    matched_sql = ", ".join(["%s"] * len(matched))
     sql = (
         f"SELECT {_ROW}, substr(m.search_text, 1, %s), s.snippet {_FROM} "  # noqa: S608
-        "LEFT JOIN (SELECT m.id, snippet(chat_message_fts, 0, %s, %s, '…', 24) AS snippet "
-        "FROM chat_message_fts JOIN chat_message m ON m.id = chat_message_fts.rowid "
-        f"WHERE chat_message_fts MATCH %s AND {matched_sql}) s ON s.id = m.id "
+        "LEFT JOIN (SELECT rowid, snippet(chat_message_fts, 0, %s, %s, '…', 24) AS snippet "
+        "FROM chat_message_fts "
+        f"WHERE chat_message_fts MATCH %s AND rowid IN ({matched_sql})) s ON s.rowid = m.id "
         f"WHERE {where} AND {in_keys}"
     )
     with connection.cursor() as cursor:
@@ -236,7 +238,7 @@ def _sqlite_rows(query, where, params, keys, matches) -> list[tuple]:
                 MARK_OPEN,
                 MARK_CLOSE,
                 _fts5_match(query),
-                *matched_params,
+                *matched,
                 *params,
                 *key_params,
             ],
@@ -263,20 +265,20 @@ def _postgres_matches(query: Query, where: str, params: list) -> list[Match]:
         cursor.execute(f"SELECT count(*) {_FROM} WHERE {where}", params)  # noqa: S608
         (total,) = cursor.fetchone()
         cursor.execute(
-            "SELECT m.conversation_id, m.seq, m.parent_seq, "  # noqa: S608
+            "SELECT m.id, m.conversation_id, m.seq, m.parent_seq, "  # noqa: S608
             f"ts_rank({_VECTOR}, {any_part}), {flags} {_FROM} "
             f"WHERE {_VECTOR} @@ {any_part} AND {where} "
-            "ORDER BY 4 DESC, m.id DESC LIMIT %s",
+            "ORDER BY 5 DESC, m.id DESC LIMIT %s",
             [*any_params, *any_params, *any_params, *params, CANDIDATES],
         )
         candidates = cursor.fetchall()
     if not candidates:
         return []
-    weights = _idf(total, [row[4:] for row in candidates])
+    weights = _idf(total, [row[5:] for row in candidates])
     matches = []
-    for cid, seq, parent, rank, *held in candidates:
+    for pk, cid, seq, parent, rank, *held in candidates:
         idf = sum(w for w, on in zip(weights, held, strict=True) if on)
-        matches.append(Match(cid, seq, parent, idf + 0.1 * rank))
+        matches.append(Match(pk, cid, seq, parent, idf + 0.1 * rank))
     return matches
 
 

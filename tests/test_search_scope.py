@@ -78,8 +78,8 @@ def test_a_message_between_two_matching_ones_gains_from_both(alice, conversation
 
 def test_a_neighbour_is_the_message_on_the_transcript_not_the_next_seq():
     # 3 asked, 4 answered it, 5 is 3 edited (another version, after 2): 4 is not 5's neighbour.
-    answer = Match(1, 4, None, 2.0)
-    edited = Match(1, 5, 2, 1.0)
+    answer = Match(40, 1, 4, None, 2.0)
+    edited = Match(50, 1, 5, 2, 1.0)
     given = givers([answer, edited])
     assert in_context((1, 5), 2, edited.score, given) == 1.0
     assert in_context((1, 3), 2, 0.0, given) == CONTEXT_WEIGHT * 2.0  # 4's parent
