@@ -30,10 +30,7 @@ SEARCH_HISTORY = {
         "cannot see in full (an exact error, a number, a decision, a file). Write the query as "
         "words or a question; quote an exact phrase. Returns the best matches with their message "
         "number (#seq), role, date and a snippet; read a whole message with read_messages. "
-        'With scope "all" it searches every conversation this user has had with you (when they '
-        "refer to another chat, or nothing here matches): each match then names its "
-        "conversation (its id and title); read around it with read_messages and that "
-        "conversation_id."
+        'Scope "all": every conversation of this user\'s (another chat, or nothing here).'
     ),
     "input_schema": {
         "type": "object",
@@ -48,10 +45,7 @@ SEARCH_HISTORY = {
             "scope": {
                 "type": "string",
                 "enum": list(SCOPES),
-                "description": (
-                    '"conversation" (the default): this conversation only; "all": this '
-                    "conversation and every other conversation of this user."
-                ),
+                "description": 'Default: this one. With "all", hits name their conversation.',
             },
         },
         "required": ["query"],
@@ -62,9 +56,7 @@ READ_MESSAGES = {
     "name": "read_messages",
     "description": (
         "Read messages of this conversation verbatim, by message number (#seq), from from_seq to "
-        "to_seq inclusive. Long ranges come in pages: the answer says how to ask for the rest. "
-        "To read another of this user's conversations (a search_history match with scope "
-        '"all"), give its conversation_id.'
+        "to_seq inclusive. Long ranges come in pages: the answer says how to ask for the rest."
     ),
     "input_schema": {
         "type": "object",
@@ -79,7 +71,7 @@ READ_MESSAGES = {
             "conversation_id": {
                 "type": "integer",
                 "minimum": 1,
-                "description": "Another conversation of this user's (default: this one).",
+                "description": "Read another conversation of theirs (default: this one).",
             },
         },
         "required": ["from_seq", "to_seq"],
