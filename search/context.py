@@ -58,19 +58,30 @@ def givers(matches: Iterable[Match]) -> dict[Key, list[Match]]:
     return given
 
 
-def pool(matches: list[Match], given: dict[Key, list[Match]], size: int) -> list[Key]:
+def pool(
+    matches: list[Match],
+    given: dict[Key, list[Match]],
+    size: int,
+    weight: float = CONTEXT_WEIGHT,
+) -> list[Key]:
     """The `size` messages that may score best with their context (the score an unconfirmed
     neighbour would bring counted in full): the only ones worth reading."""
     own = {m.key: m.score for m in matches}
     bound = {key: own.get(key, 0.0) for key in own.keys() | given.keys()}
     for key, gifts in given.items():
-        bound[key] += CONTEXT_WEIGHT * sum(g.score for g in gifts)
+        bound[key] += weight * sum(g.score for g in gifts)
     return sorted(bound, key=lambda key: (-bound[key], -key[1]))[:size]
 
 
-def in_context(key: Key, parent: int, own: float, given: dict[Key, list[Match]]) -> float:
+def in_context(
+    key: Key,
+    parent: int,
+    own: float,
+    given: dict[Key, list[Match]],
+    weight: float = CONTEXT_WEIGHT,
+) -> float:
     """A message's score with its context: its own, plus its neighbours' weighted. `parent` is
     the message's own parent: a match gives to it only if it is that parent, or its child."""
     seq = key[1]
     gifts = sum(g.score for g in given.get(key, ()) if g.seq == parent or g.parent == seq)
-    return own + CONTEXT_WEIGHT * gifts
+    return own + weight * gifts

@@ -29,7 +29,7 @@ from chat.models import UNSTARTED
 from chat.search_index import MARK_CLOSE, MARK_OPEN
 from chat.transcript import trees
 from core.db import as_datetime
-from search.context import Key, Match, givers, in_context, pool
+from search.context import CONTEXT_WEIGHT, Key, Match, givers, in_context, pool
 from search.query import Query, parse
 
 MAX_LIMIT = 50
@@ -124,10 +124,13 @@ class Scope:
     others: bool = False  # that conversation as above, and the user's others whole
 
 
-def lexical(user, query: Query, scope: Scope, *, limit: int) -> list[Hit]:
+def lexical(
+    user, query: Query, scope: Scope, *, limit: int, context_weight: float = CONTEXT_WEIGHT
+) -> list[Hit]:
     """The full-text search: the best `limit` messages in `scope` for `query`, each scored by
-    its own words and, lower, its neighbours' (search/context.py), best first. The function
-    other rankings (embeddings) fuse with: a hit names its message by conversation and seq."""
+    its own words and, `context_weight` of theirs, its neighbours' (search/context.py; 0: each
+    message alone), best first. The function other rankings (embeddings) fuse with: a hit names
+    its message by conversation and seq."""
     if query.empty or not user.is_authenticated:
         return []
     limit = max(1, min(int(limit), MAX_LIMIT))
@@ -137,13 +140,14 @@ def lexical(user, query: Query, scope: Scope, *, limit: int) -> list[Hit]:
     if not matches:
         return []
     given = givers(matches)
-    keys = pool(matches, given, limit * POOL_FACTOR)
+    keys = pool(matches, given, limit * POOL_FACTOR, context_weight)
     rows = (_postgres_rows if postgres else _sqlite_rows)(query, where, params, keys, matches)
     own = {m.key: m.score for m in matches}
     scored = []
     for cid, title, seq, parent_seq, role, at, head, snippet in rows:
         key = (cid, seq)
-        score = in_context(key, parent_of(seq, parent_seq), own.get(key, 0.0), given)
+        parent = parent_of(seq, parent_seq)
+        score = in_context(key, parent, own.get(key, 0.0), given, context_weight)
         if score > 0:
             text = snippet if key in own and snippet else _head(head)
             scored.append((score, Hit(cid, title, seq, role, as_datetime(at), text, 0.0)))
