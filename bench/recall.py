@@ -16,6 +16,7 @@ committed. Then, per fact, the question a user would ask about it is checked thr
            through every compaction): what the brief alone still holds;
   top 5    the message stating it is among `search_history`'s 5 best hits for the question
            (the model's recall tool, the same search as the people's search box);
+  top 10   among its 10 best;
   recall   the answer the demo model gives from `search_history`'s hits for the question (the
            best hit that is not an echo of the question) contains it: what the recall tool
            alone still holds;
@@ -211,16 +212,19 @@ async def drive(args, user, conversation) -> dict:
         )
         in_recall = fact.answer in quote_hits(found)
         hits = await sync_to_async(search)(
-            user, fact.question, conversation_id=conversation.pk, limit=5
+            user, fact.question, conversation_id=conversation.pk, limit=10
         )
-        in_top5 = planted_seq[i] in {h.seq for h in hits}
+        in_top5 = planted_seq[i] in {h.seq for h in hits[:5]}
+        in_top10 = planted_seq[i] in {h.seq for h in hits}
         reply_seq = await say(user, conversation.pk, fact.question)
         reply = await Message.objects.aget(conversation=conversation, seq=reply_seq)
         used_tool = any(b.get("type") == "tool_use" for b in reply.content)
         # The reply's last words: the quote it answers with (after a search, the hit).
         final = next((b["text"] for b in reversed(reply.content) if b.get("type") == "text"), "")
         in_answer = fact.answer in final
-        results.append((fact, in_window, in_brief, in_top5, in_recall, in_answer, used_tool, final))
+        results.append(
+            (fact, in_window, in_brief, in_top5, in_top10, in_recall, in_answer, used_tool, final)
+        )
     await engine.shutdown()
     return {
         "turns": turns,
@@ -244,7 +248,7 @@ def report(args, outcome: dict) -> int:
         f"{len(results)} planted facts ({args.facts_per_kind} per kind), each asked about "
         "after the compactions.\n"
     )
-    columns = ("window", "brief", "top 5", "recall", "demo")
+    columns = ("window", "brief", "top 5", "top 10", "recall", "demo")
     header = f"{'kind':10} {'facts':>5} " + " ".join(f"{c:>7}" for c in columns) + " via tool"
     print(header)
     print("-" * len(header))

@@ -6,7 +6,9 @@ quotes the line of its window that best matches, so what the model still "rememb
 compaction is visible (a line of the summary that cites a message is quoted with its number).
 Asked something nothing in its window matches, it calls the recall tool `search_history` (when
 the request offers it) and quotes the best hit that is not an echo of the question, with its
-message number, so recall after a compaction can be seen without an API key.
+message number, so recall after a compaction can be seen without an API key. When nothing in
+the conversation answers, it searches the user's other conversations (scope "all") and says
+which one it found the answer in.
 """
 
 from __future__ import annotations
@@ -59,19 +61,19 @@ class DemoClient:
 
     async def stream(self, request: Request) -> AsyncIterator[Event]:
         offers_search = any(t.get("name") == SEARCH_TOOL for t in request.tools)
-        text, query = compose(request.system, request.messages, can_search=offers_search)
+        text, arguments = compose(request.system, request.messages, can_search=offers_search)
         for i, chunk in enumerate(re.findall(r"\S+\s*", text)):
             if i:
                 # Zero still yields to the loop, so a stop request can land between words.
                 await asyncio.sleep(self.word_delay)
             yield TextDelta(chunk)
         content = [{"type": "text", "text": text}]
-        if query is not None:
+        if arguments is not None:
             call = {
                 "type": "tool_use",
                 "id": f"toolu_demo_{len(request.messages)}",
                 "name": SEARCH_TOOL,
-                "input": {"query": query, "limit": SEARCH_LIMIT},
+                "input": arguments,
             }
             content.append(call)
             yield ToolUseStart(1, call["id"], SEARCH_TOOL)
@@ -84,7 +86,7 @@ class DemoClient:
         )
         yield Final(
             content=content,
-            stop_reason="tool_use" if query is not None else "end_turn",
+            stop_reason="tool_use" if arguments is not None else "end_turn",
             usage=usage,
             model=MODEL,
         )
@@ -98,8 +100,12 @@ SEARCH_LIMIT = 5
 # a line of its own, and the assistant's acknowledgement (compaction/window.py).
 SUMMARY_TAGS = ("<summary>", "</summary>")
 SUMMARY_RE = re.compile(r"^<summary>$.*^</summary>$", re.MULTILINE | re.DOTALL)
-# A search_history answer's hits: "#12 · user · 2026-11-30 18:04 · score 3.1" then the snippet.
-HIT_RE = re.compile(r"^#(\d+) · (\w+) · [^\n]*\n\s+(.+)$", re.MULTILINE)
+# A search_history answer's hits: "#12 · user · 2026-11-30 18:04 · score 3.1" then the snippet;
+# searching every conversation, a hit in another one ends its first line with the conversation.
+HIT_RE = re.compile(r"^#(\d+) · (\w+) · ([^\n]*)\n\s+(.+)$", re.MULTILINE)
+ELSEWHERE_RE = re.compile(r"· conversation (\d+) “(.*)”$")
+# search_history's scope over every conversation of the user's.
+EVERYWHERE = "all"
 # How a hit's snippet marks the words the search matched, and a question within it (up to its
 # question mark, from where the sentence starts or the snippet was cut).
 MARK = "**"
@@ -109,10 +115,16 @@ CITED_RE = re.compile(r'^- \(#(\d+)\) "?(.+?)"?$')
 
 
 def compose(system: str, messages: list[dict], *, can_search: bool = False):
-    """The whole reply, a pure function of the request: its text, and the query to search the
-    history for when nothing in the window answers (None: the turn ends here)."""
+    """The whole reply, a pure function of the request: its text, and the search_history
+    arguments to search the history with when nothing in the window answers (None: the turn
+    ends here)."""
     results = _search_results(messages)
     if results is not None:
+        asked = _last_search(messages)
+        if can_search and asked and asked.get("scope") != EVERYWHERE and not _answers(results):
+            text = "Nothing in this conversation answers it; I'll look in your other ones."
+            query = asked.get("query", "")
+            return text, {"query": query, "limit": SEARCH_LIMIT, "scope": EVERYWHERE}
         return quote_hits(results), None
     tokens = estimate_request(system, messages)
     summarised = _summarised(messages)
@@ -150,7 +162,7 @@ def compose(system: str, messages: list[dict], *, can_search: bool = False):
             )
         elif can_search:
             parts.append("Nothing in my window matches your question; I'll search our history.")
-            query = _short(said, 200)
+            query = {"query": _short(said, 200), "limit": SEARCH_LIMIT}
         else:
             parts.append("Nothing in my window matches your question.")
     return "\n\n".join(parts), query
@@ -168,16 +180,38 @@ def _search_results(messages: list[dict]) -> str | None:
     return "\n".join(block_text(b) for b in results)
 
 
-def quote_hits(results: str) -> str:
-    """The answer from a search's hits: the best one that is not an echo of the question (its
-    matched words all inside questions: the question asked before, or repeated in a reply, or
-    sent as the search's own query), a person's message before a reply (the demo's replies only
-    repeat what it was told), named by its number."""
-    hits = [
-        (int(seq), role, snippet)
-        for seq, role, snippet in HIT_RE.findall(results)
-        if not _echo(snippet)
+def _last_search(messages: list[dict]) -> dict | None:
+    """The arguments of the search whose results end the request."""
+    if len(messages) < 2 or messages[-2].get("role") != "assistant":
+        return None
+    content = messages[-2].get("content")
+    blocks = content if isinstance(content, list) else []
+    calls = [
+        b.get("input") or {}
+        for b in blocks
+        if isinstance(b, dict) and b.get("type") == "tool_use" and b.get("name") == SEARCH_TOOL
     ]
+    return calls[-1] if calls else None
+
+
+def _answers(results: str) -> list[tuple[int, str, str, str]]:
+    """A search's hits that are not an echo of the question (their matched words all inside
+    questions: the question asked before, or repeated in a reply, or sent as the search's own
+    query): (seq, role, where, snippet), `where` naming another conversation or empty."""
+    answers = []
+    for seq, role, meta, snippet in HIT_RE.findall(results):
+        if not _echo(snippet):
+            elsewhere = ELSEWHERE_RE.search(meta)
+            where = f"conversation {elsewhere[1]} “{elsewhere[2]}”" if elsewhere else ""
+            answers.append((int(seq), role, where, snippet))
+    return answers
+
+
+def quote_hits(results: str) -> str:
+    """The answer from a search's hits: the best one that is not an echo of the question, a
+    person's message before a reply (the demo's replies only repeat what it was told), named by
+    its number (and its conversation, when it is another one)."""
+    hits = _answers(results)
     if not hits:
         if HIT_RE.search(results):
             return (
@@ -185,9 +219,13 @@ def quote_hits(results: str) -> str:
                 "nothing that answers it."
             )
         return "I searched our earlier messages and found nothing about that."
-    seq, role, snippet = next((h for h in hits if h[1] == "user"), hits[0])
+    seq, role, where, snippet = next((h for h in hits if h[1] == "user"), hits[0])
     who = "you" if role == "user" else "I"
     quote = _short(snippet.replace(MARK, ""), 300)
+    if where:
+        return (
+            f"I searched your other conversations. In {where}, message #{seq} {who} said: “{quote}”"
+        )
     return f"I searched our earlier messages. In message #{seq} {who} said: “{quote}”"
 
 

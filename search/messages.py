@@ -7,6 +7,9 @@ words they hold and how rare those words are. bm25 does exactly that; PostgreSQL
 knows nothing of rarity, so there each term's weight is its inverse document frequency over the
 messages searched, counted from the same candidate rows.
 
+Each message is found with its neighbours as context (search/context.py): words of the message
+before or after it count too, lower than its own, and the hit still names the one message.
+
 Scope is always one user's conversations (one of them, or all): every query joins the owner.
 Every version of a message is searched (people look for what they wrote in an earlier one too);
 a hit off the branch on screen says where it leaves the branch. The model searches only its own
@@ -16,23 +19,28 @@ branch (`search_branch`): the other versions are not what happened in its histor
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
 from django.db import connection
 
-from chat.branches import Fork
+from chat.branches import Fork, parent_of
 from chat.models import UNSTARTED
 from chat.search_index import MARK_CLOSE, MARK_OPEN
 from chat.transcript import trees
 from core.db import as_datetime
+from search.context import CONTEXT_WEIGHT, Key, Match, givers, in_context, pool
 from search.query import Query, parse
 
 MAX_LIMIT = 50
 # PostgreSQL: rows considered for ranking. Beyond this many messages holding some query word,
 # the cheap ts_rank picks which are weighed.
 CANDIDATES = 1000
+# Messages read to rank with their context: this many per hit asked for (a message that may
+# gain from a neighbour is read to check that it is that neighbour's, and in scope).
+POOL_FACTOR = 3
+# A message found through its neighbours only shows its first words.
+HEAD_WORDS, HEAD_CHARS = 30, 400
 # Never sent: not part of any conversation's history.
 _HIDDEN = [status.value for status in UNSTARTED]
 
@@ -64,7 +72,7 @@ def search(
 ) -> list[Hit]:
     """People's search: the best `limit` messages of `user`'s conversations (or one of them)
     for `text`, every version included, those off the branch on screen marked."""
-    hits = _search(user, parse(text), conversation_id, limit=limit)
+    hits = lexical(user, parse(text), Scope(conversation_id), limit=limit)
     forked = trees({hit.conversation_id for hit in hits}) if hits else {}
     return [
         replace(hit, fork=tree.fork_of(hit.seq))
@@ -75,51 +83,114 @@ def search(
 
 
 def search_branch(
-    user, text: str, conversation_id: int, end: int | None, *, limit: int
+    user,
+    text: str,
+    conversation_id: int,
+    end: int | None,
+    *,
+    limit: int,
+    everywhere: bool = False,
 ) -> list[Hit]:
     """The model's search: one conversation's messages before `end` on the branch ending there
-    (None: the whole branch on screen)."""
+    (None: the whole branch on screen); `everywhere`: the user's other conversations too, each
+    on the branch on screen."""
     query = parse(text)
     if query.empty:
         return []
     tree = trees([conversation_id]).get(conversation_id)
     high = None if end is None else end - 1
-    off = tree.off_branch(end, high=high) if tree else []
-    return _search(user, query, conversation_id, before_seq=end, excluded=off, limit=limit)
+    off = tuple(tree.off_branch(end, high=high)) if tree else ()
+    scope = Scope(conversation_id, end, off, others=everywhere)
+    hits = lexical(user, query, scope, limit=limit)
+    if not everywhere:
+        return hits
+    # Other versions in the other conversations are not what happened there either.
+    elsewhere = {h.conversation_id for h in hits} - {conversation_id}
+    forked = trees(elsewhere) if elsewhere else {}
+    return [
+        hit
+        for hit in hits
+        if (tree := forked.get(hit.conversation_id)) is None or tree.fork_of(hit.seq) is None
+    ]
 
 
-def _search(
-    user,
-    query: Query,
-    conversation_id: int | None,
-    *,
-    before_seq: int | None = None,
-    excluded: Sequence[int] = (),
-    limit: int,
+@dataclass(frozen=True)
+class Scope:
+    """Which of a user's messages are searched."""
+
+    conversation_id: int | None = None  # None: every conversation of theirs
+    before_seq: int | None = None  # in that conversation, only the messages before this one
+    excluded: tuple[int, ...] = ()  # in that conversation, these seqs left out
+    others: bool = False  # that conversation as above, and the user's others whole
+
+
+def lexical(
+    user, query: Query, scope: Scope, *, limit: int, context_weight: float = CONTEXT_WEIGHT
 ) -> list[Hit]:
+    """The full-text search: the best `limit` messages in `scope` for `query`, each scored by
+    its own words and, `context_weight` of theirs, its neighbours' (search/context.py; 0: each
+    message alone), best first. The function other rankings (embeddings) fuse with: a hit names
+    its message by conversation and seq."""
     if query.empty or not user.is_authenticated:
         return []
     limit = max(1, min(int(limit), MAX_LIMIT))
-    scope, params = _scope(user, conversation_id, before_seq)
-    if excluded:
-        scope += f" AND m.seq NOT IN ({', '.join(['%s'] * len(excluded))})"
-        params += excluded
-    if connection.vendor == "postgresql":
-        return _postgres(query, scope, params, limit)
-    return _sqlite(query, scope, params, limit)
+    where, params = _where(user, scope)
+    postgres = connection.vendor == "postgresql"
+    matches = (_postgres_matches if postgres else _sqlite_matches)(query, where, params)
+    if not matches:
+        return []
+    given = givers(matches)
+    keys = pool(matches, given, limit * POOL_FACTOR, context_weight)
+    rows = (_postgres_rows if postgres else _sqlite_rows)(query, where, params, keys, matches)
+    own = {m.key: m.score for m in matches}
+    scored = []
+    for cid, title, seq, parent_seq, role, at, head, snippet in rows:
+        key = (cid, seq)
+        parent = parent_of(seq, parent_seq)
+        score = in_context(key, parent, own.get(key, 0.0), given, context_weight)
+        if score > 0:
+            text = snippet if key in own and snippet else _head(head)
+            scored.append((score, Hit(cid, title, seq, role, as_datetime(at), text, 0.0)))
+    scored.sort(key=lambda pair: (-pair[0], -pair[1].conversation_id, -pair[1].seq))
+    return [replace(hit, score=round(score, 4)) for score, hit in scored[:limit]]
 
 
-def _scope(user, conversation_id: int | None, before_seq: int | None) -> tuple[str, list]:
+def _where(user, scope: Scope) -> tuple[str, list]:
     hidden = ", ".join(["%s"] * len(_HIDDEN))
     where = f"c.owner_id = %s AND c.deleted_at IS NULL AND m.status NOT IN ({hidden})"
     params = [user.pk, *_HIDDEN]
-    if conversation_id is not None:
-        where += " AND m.conversation_id = %s"
-        params.append(int(conversation_id))
-        if before_seq is not None:
-            where += " AND m.seq < %s"
-            params.append(int(before_seq))
-    return where, params
+    if scope.conversation_id is None:
+        return where, params
+    own, own_params = "m.conversation_id = %s", [int(scope.conversation_id)]
+    if scope.before_seq is not None:
+        own += " AND m.seq < %s"
+        own_params.append(int(scope.before_seq))
+    if scope.excluded:
+        own += f" AND m.seq NOT IN ({', '.join(['%s'] * len(scope.excluded))})"
+        own_params += [int(seq) for seq in scope.excluded]
+    if scope.others:
+        return f"{where} AND (m.conversation_id <> %s OR ({own}))", [
+            *params,
+            int(scope.conversation_id),
+            *own_params,
+        ]
+    return f"{where} AND {own}", params + own_params
+
+
+def _in_keys(keys: list[Key]) -> tuple[str, list]:
+    """`(conversation, seq) IN (…)`, as both databases read it."""
+    values = ", ".join(["(%s, %s)"] * len(keys))
+    return f"(m.conversation_id, m.seq) IN (VALUES {values})", [v for key in keys for v in key]
+
+
+def _head(text: str) -> str:
+    """A message found through its neighbours only: its first words, nothing marked."""
+    words = (text or "").split()
+    return " ".join(words[:HEAD_WORDS]) + (" …" if len(words) > HEAD_WORDS else "")
+
+
+_ROW = "m.conversation_id, c.title, m.seq, m.parent_seq, m.role, m.created_at"
+_FROM = "FROM chat_message m JOIN chat_conversation c ON c.id = m.conversation_id"
 
 
 # --- SQLite: FTS5 -------------------------------------------------------------------------------
@@ -135,24 +206,48 @@ def _quote(text: str) -> str:
     return '"' + text.replace('"', '""') + '"'
 
 
-def _sqlite(query: Query, scope: str, params: list, limit: int) -> list[Hit]:
+def _sqlite_matches(query: Query, where: str, params: list) -> list[Match]:
     sql = (
-        "SELECT m.conversation_id, c.title, m.seq, m.role, m.created_at, "  # noqa: S608
-        "snippet(chat_message_fts, 0, %s, %s, '…', 24), bm25(chat_message_fts) AS rank "
+        "SELECT m.id, m.conversation_id, m.seq, m.parent_seq, bm25(chat_message_fts) AS rank "  # noqa: S608
         "FROM chat_message_fts "
         "JOIN chat_message m ON m.id = chat_message_fts.rowid "
         "JOIN chat_conversation c ON c.id = m.conversation_id "
-        f"WHERE chat_message_fts MATCH %s AND {scope} "  # the scope's SQL is ours
+        f"WHERE chat_message_fts MATCH %s AND {where} "  # the scope's SQL is ours
         "ORDER BY rank, m.id DESC LIMIT %s"
     )
     with connection.cursor() as cursor:
-        cursor.execute(sql, [MARK_OPEN, MARK_CLOSE, _fts5_match(query), *params, limit])
-        rows = cursor.fetchall()
-    # bm25 is negative, lower is better: flipped so every score reads "higher is better".
-    return [
-        Hit(cid, title, seq, role, as_datetime(at), snippet, round(-rank, 4))
-        for cid, title, seq, role, at, snippet, rank in rows
-    ]
+        cursor.execute(sql, [_fts5_match(query), *params, CANDIDATES])
+        # bm25 is negative, lower is better: flipped so every score reads "higher is better".
+        return [Match(*row[:4], -row[4]) for row in cursor.fetchall()]
+
+
+def _sqlite_rows(query, where, params, keys, matches) -> list[tuple]:
+    in_keys, key_params = _in_keys(keys)
+    pooled = set(keys)
+    # The snippets of the matched ones, found by rowid (not by matching every row again).
+    matched = [m.message_id for m in matches if m.key in pooled] or [0]
+    matched_sql = ", ".join(["%s"] * len(matched))
+    sql = (
+        f"SELECT {_ROW}, substr(m.search_text, 1, %s), s.snippet {_FROM} "  # noqa: S608
+        "LEFT JOIN (SELECT rowid, snippet(chat_message_fts, 0, %s, %s, '…', 24) AS snippet "
+        "FROM chat_message_fts "
+        f"WHERE chat_message_fts MATCH %s AND rowid IN ({matched_sql})) s ON s.rowid = m.id "
+        f"WHERE {where} AND {in_keys}"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            sql,
+            [
+                HEAD_CHARS,
+                MARK_OPEN,
+                MARK_CLOSE,
+                _fts5_match(query),
+                *matched,
+                *params,
+                *key_params,
+            ],
+        )
+        return cursor.fetchall()
 
 
 # --- PostgreSQL: tsvector over a GIN index ------------------------------------------------------
@@ -160,52 +255,48 @@ def _sqlite(query: Query, scope: str, params: list, limit: int) -> list[Hit]:
 _VECTOR = "to_tsvector('english', m.search_text)"  # the indexed expression, exactly
 
 
-def _postgres(query: Query, scope: str, params: list, limit: int) -> list[Hit]:
+def _tsquery(query: Query) -> tuple[list[tuple[str, str]], str, list[str]]:
     parts = [("plainto_tsquery('english', %s)", t) for t in query.terms]
     parts += [("phraseto_tsquery('english', %s)", " ".join(p)) for p in query.phrases]
     any_part = "(" + " || ".join(sql for sql, _ in parts) + ")"
-    any_params = [value for _, value in parts]
+    return parts, any_part, [value for _, value in parts]
+
+
+def _postgres_matches(query: Query, where: str, params: list) -> list[Match]:
+    parts, any_part, any_params = _tsquery(query)
     flags = ", ".join(f"{_VECTOR} @@ {sql}" for sql, _ in parts)
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM chat_message m "  # noqa: S608 - scope is ours
-            f"JOIN chat_conversation c ON c.id = m.conversation_id WHERE {scope}",
-            params,
-        )
+        cursor.execute(f"SELECT count(*) {_FROM} WHERE {where}", params)  # noqa: S608
         (total,) = cursor.fetchone()
         cursor.execute(
-            f"SELECT m.id, ts_rank({_VECTOR}, {any_part}), {flags} "  # noqa: S608
-            "FROM chat_message m JOIN chat_conversation c ON c.id = m.conversation_id "
-            f"WHERE {_VECTOR} @@ {any_part} AND {scope} "
-            "ORDER BY 2 DESC, m.id DESC LIMIT %s",
+            "SELECT m.id, m.conversation_id, m.seq, m.parent_seq, "  # noqa: S608
+            f"ts_rank({_VECTOR}, {any_part}), {flags} {_FROM} "
+            f"WHERE {_VECTOR} @@ {any_part} AND {where} "
+            "ORDER BY 5 DESC, m.id DESC LIMIT %s",
             [*any_params, *any_params, *any_params, *params, CANDIDATES],
         )
         candidates = cursor.fetchall()
-        if not candidates:
-            return []
-        weights = _idf(total, [row[2:] for row in candidates])
-        scored = sorted(
-            (
-                (
-                    sum(w for w, hit in zip(weights, row[2:], strict=True) if hit) + 0.1 * row[1],
-                    row[0],
-                )
-                for row in candidates
-            ),
-            key=lambda pair: (-pair[0], -pair[1]),
-        )[:limit]
+    if not candidates:
+        return []
+    weights = _idf(total, [row[5:] for row in candidates])
+    matches = []
+    for pk, cid, seq, parent, rank, *held in candidates:
+        idf = sum(w for w, on in zip(weights, held, strict=True) if on)
+        matches.append(Match(pk, cid, seq, parent, idf + 0.1 * rank))
+    return matches
+
+
+def _postgres_rows(query, where, params, keys, matches) -> list[tuple]:
+    _, any_part, any_params = _tsquery(query)
+    in_keys, key_params = _in_keys(keys)
+    with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT m.id, m.conversation_id, c.title, m.seq, m.role, m.created_at, "  # noqa: S608
-            f"ts_headline('english', m.search_text, {any_part}, %s) "
-            "FROM chat_message m JOIN chat_conversation c ON c.id = m.conversation_id "
-            "WHERE m.id = ANY(%s)",
-            [*any_params, _HEADLINE, [pk for _, pk in scored]],
+            f"SELECT {_ROW}, substr(m.search_text, 1, %s), "  # noqa: S608
+            f"ts_headline('english', m.search_text, {any_part}, %s) {_FROM} "
+            f"WHERE {where} AND {in_keys}",
+            [HEAD_CHARS, *any_params, _HEADLINE, *params, *key_params],
         )
-        found = {row[0]: row[1:] for row in cursor.fetchall()}
-    return [
-        Hit(*found[pk][:4], as_datetime(found[pk][4]), found[pk][5], round(score, 4))
-        for score, pk in scored
-    ]
+        return cursor.fetchall()
 
 
 # Whole-sentence headlines (not fragments, which keep only the matched words of a short text).

@@ -284,3 +284,49 @@ async def test_a_fact_the_brief_kept_is_quoted_with_the_number_of_its_message():
     # The fact as the brief keeps it: the clause that names her, not the whole sentence.
     assert "\n- (#3) My name is Ada Lovelace\n" in brief
     assert "citing message #3: “My name is Ada Lovelace" in reply.text
+
+
+# --- recall across conversations: when nothing here answers, the user's other conversations ---
+
+
+def searched_everywhere(first_hits: str, scope: str | None = None) -> list[dict]:
+    """A window ending with a search_history result (`first_hits`, as tools/recall.py writes
+    them) for a search of `scope` (None: the default, this conversation)."""
+    arguments = {"query": QUESTION, "limit": 5} | ({"scope": scope} if scope else {})
+    call = {"type": "tool_use", "id": "t1", "name": "search_history", "input": arguments}
+    result = {"type": "tool_result", "tool_use_id": "t1", "content": first_hits}
+    return [
+        {"role": "user", "content": QUESTION},
+        {"role": "assistant", "content": [{"type": "text", "text": "I'll search."}, call]},
+        {"role": "user", "content": [result]},
+    ]
+
+
+def test_nothing_found_here_sends_it_to_the_other_conversations():
+    from providers.demo import compose
+
+    nothing = f"No message of this conversation matches {QUESTION!r}."
+    text, arguments = compose(SYSTEM, searched_everywhere(nothing), can_search=True)
+    assert arguments == {"query": QUESTION, "limit": 5, "scope": "all"}
+    assert "other" in text
+    # Only echoes of the question here are no answer either.
+    echoes = "1 best matches:\n#13 · user · 2026-12-04 10:03 · score 2\n  What was my **name**?"
+    assert compose(SYSTEM, searched_everywhere(echoes), can_search=True)[1]["scope"] == "all"
+    # Having looked everywhere, it says what it found (here: nothing) and stops.
+    text, arguments = compose(SYSTEM, searched_everywhere(nothing, "all"), can_search=True)
+    assert arguments is None and "found nothing" in text
+
+
+async def test_a_hit_in_another_conversation_is_said_to_be_there():
+    hits = (
+        "2 best matches of your conversations:\n"
+        "#4 · user · 2026-12-01 09:00 · score 3 · this conversation (7)\n"
+        "  What did I say my **name** was?\n"
+        "#2 · user · 2026-11-20 18:30 · score 2 · conversation 3 “Introductions”\n"
+        "  My **name** is Ada Lovelace."
+    )
+    _, reply = await ask(searched_everywhere(hits, "all"))
+    assert reply.text == (
+        "I searched your other conversations. In conversation 3 “Introductions”, message #2 "
+        "you said: “My name is Ada Lovelace.”"
+    )

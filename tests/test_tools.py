@@ -264,6 +264,30 @@ async def test_the_offline_demo_recalls_a_compacted_fact_through_search_history(
     assert 'data-tool="search_history"' in frames[-1]
 
 
+async def test_the_offline_demo_looks_in_the_users_other_conversations_when_this_one_has_nothing(
+    alice, bob, conversation
+):
+    from chat.models import Conversation
+    from providers import registry
+    from providers.demo import DemoClient
+
+    registry.register(DemoClient())
+    earlier = await Conversation.objects.acreate(owner=alice, model="demo", title="Lighthouse trip")
+    await plant(earlier, "The lighthouse keeper is called Morwenna Trask.", "Noted.")
+    theirs = await Conversation.objects.acreate(owner=bob, model="demo", title="Bob's trip")
+    await plant(theirs, "The lighthouse keeper is called Bartholomew Quill.", "Noted.")
+    await plant(conversation, "Hello there.", "Hello.")
+
+    await turn(alice, conversation, "Who is the lighthouse keeper?", 4)
+
+    saved = await reply(conversation, 4)
+    calls = [b["input"] for b in saved.content if b["type"] == "tool_use"]
+    assert [c.get("scope", "conversation") for c in calls] == ["conversation", "all"]
+    answer = saved.content[-1]["text"]
+    assert f"conversation {earlier.pk} “Lighthouse trip”" in answer and "Morwenna Trask" in answer
+    assert "Bartholomew" not in str(saved.content)
+
+
 def test_the_demo_does_not_search_when_its_window_answers_or_no_tool_is_offered():
     from providers.demo import compose
 
@@ -274,7 +298,7 @@ def test_the_demo_does_not_search_when_its_window_answers_or_no_tool_is_offered(
     asked = [*window, {"role": "user", "content": "What colour is the boat?"}]
     assert compose("", asked, can_search=True)[1] is None  # its window answers
     unknown = [*window, {"role": "user", "content": "Where is the lighthouse?"}]
-    assert compose("", unknown, can_search=True)[1] == "Where is the lighthouse?"
+    assert compose("", unknown, can_search=True)[1]["query"] == "Where is the lighthouse?"
     assert compose("", unknown, can_search=False)[1] is None
 
 

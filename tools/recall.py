@@ -1,7 +1,8 @@
 """The built-in recall tools: the model searches and reads its conversation's whole transcript,
-the compacted part included, so nothing folded into a summary is out of its reach. Only its own
+the compacted part included, so nothing folded into a summary is out of its reach; asked, it
+searches and reads the user's other conversations too (never another user's). Only its own
 branch: other versions of a message (regenerated replies, edited messages) are not part of the
-history it is answering.
+history it is answering (in another conversation: the branch on the user's screen).
 
 Plain synchronous functions over the database (the engine runs them on a database thread); bad
 input raises `ToolError` with a sentence the model can act on.
@@ -11,12 +12,15 @@ from __future__ import annotations
 
 from django.conf import settings
 
-from chat.models import UNSTARTED, Message
+from chat.models import UNSTARTED, Conversation, Message
 from chat.transcript import trees
 from compaction.prompt import render_block
 from search.messages import search_branch
 from search.query import marked
 from tools.values import Context, ToolError
+
+# search_history's scopes: this conversation (the default), or every one of the user's.
+SCOPES = ("conversation", "all")
 
 SEARCH_HISTORY = {
     "name": "search_history",
@@ -25,7 +29,8 @@ SEARCH_HISTORY = {
         "summarised, for messages about something. Use it when the user refers to something you "
         "cannot see in full (an exact error, a number, a decision, a file). Write the query as "
         "words or a question; quote an exact phrase. Returns the best matches with their message "
-        "number (#seq), role, date and a snippet; read a whole message with read_messages."
+        "number (#seq), role, date and a snippet; read a whole message with read_messages. "
+        'Scope "all": every conversation of this user\'s (another chat, or nothing here).'
     ),
     "input_schema": {
         "type": "object",
@@ -36,6 +41,11 @@ SEARCH_HISTORY = {
                 "minimum": 1,
                 "maximum": 20,
                 "description": "How many matches to return (default 5).",
+            },
+            "scope": {
+                "type": "string",
+                "enum": list(SCOPES),
+                "description": 'Default: this one. With "all", hits name their conversation.',
             },
         },
         "required": ["query"],
@@ -58,6 +68,11 @@ READ_MESSAGES = {
                 "minimum": 0,
                 "description": "Characters to skip in the first message (to page through it).",
             },
+            "conversation_id": {
+                "type": "integer",
+                "minimum": 1,
+                "description": "Read another conversation of theirs (default: this one).",
+            },
         },
         "required": ["from_seq", "to_seq"],
     },
@@ -71,18 +86,41 @@ def search_history(context: Context, arguments: dict) -> str:
     if not isinstance(query, str) or not query.strip():
         raise ToolError("Give a query: the words or question to search this conversation for.")
     limit = _integer(arguments, "limit", 5, 1, 20)
+    scope = arguments.get("scope", SCOPES[0])
+    if scope not in SCOPES:
+        raise ToolError(f"scope must be one of {', '.join(map(repr, SCOPES))}, not {scope!r}.")
+    everywhere = scope == "all"
     hits = search_branch(
-        context.owner, query, context.conversation_id, context.turn_seq, limit=limit
+        context.owner,
+        query,
+        context.conversation_id,
+        context.turn_seq,
+        limit=limit,
+        everywhere=everywhere,
     )
+    where = "of your conversations" if everywhere else "of this conversation"
     if not hits:
-        return f"No message of this conversation matches {query!r}."
-    lines = [f"{len(hits)} best matches for {query!r}, best first:"]
+        return f"No message {where} matches {query!r}."
+    lines = [f"{len(hits)} best matches {where} for {query!r}, best first:"]
     for hit in hits:
         when = hit.created_at.strftime("%Y-%m-%d %H:%M")
         snippet = " ".join(marked(hit.snippet, "**", "**").split())
-        lines.append(f"#{hit.seq} · {hit.role} · {when} · score {hit.score:g}\n  {snippet}")
-    lines.append("Read a message whole with read_messages(from_seq, to_seq).")
+        head = f"#{hit.seq} · {hit.role} · {when} · score {hit.score:g}"
+        if everywhere:
+            head += " · " + _conversation(hit.conversation_id, hit.conversation_title, context)
+        lines.append(f"{head}\n  {snippet}")
+    lines.append(
+        "Read a message whole with read_messages(from_seq, to_seq"
+        + (", conversation_id)." if everywhere else ").")
+    )
     return "\n".join(lines)
+
+
+def _conversation(conversation_id: int, title: str, context: Context) -> str:
+    """How a hit names its conversation (the title on one line, quoted)."""
+    if conversation_id == context.conversation_id:
+        return f"this conversation ({conversation_id})"
+    return f"conversation {conversation_id} “{' '.join(title.split())}”"
 
 
 def read_messages(context: Context, arguments: dict) -> str:
@@ -91,6 +129,10 @@ def read_messages(context: Context, arguments: dict) -> str:
     offset = _integer(arguments, "offset", 0, 0, None)
     if last < first:
         raise ToolError(f"to_seq ({last}) is before from_seq ({first}).")
+    other = _other_conversation(context, arguments)
+    if other is not None:
+        # Another conversation: its branch on screen, every message of it.
+        context = Context(context.owner_id, other)
     if context.turn_seq is not None and first > context.turn_seq:
         raise ToolError(
             f"Messages after #{context.turn_seq} are this turn's own, or not sent yet: read "
@@ -129,12 +171,27 @@ def read_messages(context: Context, arguments: dict) -> str:
         parts.append(_header(row) + body)
         used += len(body)
     if not parts:
-        return f"No messages between #{first} and #{last} in this conversation."
+        where = "this conversation" if other is None else f"conversation {other}"
+        return f"No messages between #{first} and #{last} in {where}."
     if following is not None:
         seq, at = following
         more = f"from_seq={seq}, to_seq={last}" + (f", offset={at}" if at else "")
+        more += f", conversation_id={other}" if other is not None else ""
         parts.append(f"(More follows: call read_messages({more}).)")
     return "\n\n".join(parts)
+
+
+def _other_conversation(context: Context, arguments: dict) -> int | None:
+    """The conversation_id asked for, when it is another of the user's (None: this one)."""
+    if arguments.get("conversation_id") is None:
+        return None
+    wanted = _integer(arguments, "conversation_id", None, 1, None)
+    if wanted == context.conversation_id:
+        return None
+    # The same answer for another user's conversation as for none: nothing to learn from it.
+    if not Conversation.objects.owned_by(context.owner).filter(pk=wanted).exists():
+        raise ToolError(f"There is no conversation {wanted} of this user's to read.")
+    return wanted
 
 
 def _header(row: Message) -> str:

@@ -59,6 +59,7 @@ urlpatterns = [
         name="conversation-search-page",
     ),
     path("search/", search_views.search_page, name="search"),
+    path("search.json", search_views.search_json, name="search-json"),
     path(
         "conversations/<int:conversation_id>/tools/",
         views.conversation_tools,

@@ -46,10 +46,14 @@ def test_search_a_conversation_and_all_of_them_then_jump_to_the_hit(chat, server
 
 
 def test_a_tool_call_shows_as_a_block_with_its_input_and_result(chat):
-    # Nothing in the window matches: the demo model searches the history with its recall tool.
+    # Nothing in the window matches: the demo model searches the history with its recall tool,
+    # and finding nothing in this conversation, every conversation of the user's.
     turn(chat, "Where did we park the blue submarine?")
-    call = chat.locator('#transcript .message.assistant .tool-call[data-tool="search_history"]')
-    expect(call).to_have_count(1)
+    calls = chat.locator('#transcript .message.assistant .tool-call[data-tool="search_history"]')
+    expect(calls).to_have_count(2)
+    calls.last.locator("summary").click()
+    expect(calls.last.locator("pre").first).to_contain_text('"all"')
+    call = calls.first
     expect(call).to_have_class(re.compile(r"\bdone\b"))
     expect(call.locator(".tool-state")).to_contain_text("ms")
     call.locator("summary").click()
