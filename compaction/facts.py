@@ -11,6 +11,13 @@ no use).
 Only the person's own messages are read. The rules cannot judge what a reply claims, and the
 person's statements are what they will ask back about; replies keep their key lines in the brief
 of the span they belong to.
+
+One set of rules, two uses. The key tokens (numbers, identifiers, error codes, paths, URLs,
+names, quoted strings, dates: the `*_RE` below) are what a clause here is built around, and
+also, each on its own, the key facts of compaction/key_facts.py: what a summary must still say
+of everything it folds (both roles), counted on every boundary. A key fact the brief would
+drop is written into its facts section as one of these (`kind_of` finds every key token's kind
+again), so what the brief carries and what a boundary counts are one measure.
 """
 
 from __future__ import annotations
@@ -23,7 +30,16 @@ from compaction.entries import Entry
 
 # Most important first: in one clause, the most important kind found is the fact's. When the
 # facts do not all fit, the kinds take turns in this order.
-KINDS: tuple[str, ...] = ("name", "decision", "path", "number", "question")
+KINDS: tuple[str, ...] = (
+    "name",
+    "decision",
+    "path",
+    "number",
+    "question",
+    "date",
+    "identifier",
+    "quote",
+)
 # At most this many characters: the thing matched and the words next to it that say what it is.
 PER_FACT = 48
 # Fewer words state nothing ("Turn 101", "Why not?").
@@ -33,12 +49,50 @@ PATH_RE = re.compile(
     r"(?:[\w.-]+/)+[\w.-]+|\b[\w-]+\.(?:py|js|ts|tsx|jsx|html|css|md|json|toml|ya?ml|txt|sql|sh|"
     r"rs|go|java|rb|c|h|cpp|ini|cfg)\b"
 )
+URL_RE = re.compile(r"\bhttps?://[^\s<>()\"'`]*[^\s<>()\"'`.,;:!?]")
+_MONTHS = (
+    "january february march april may june july august september october november december"
+).split()
+_MONTH = r"(?:" + "|".join(m.capitalize() for m in _MONTHS) + ")"
+_ORDINALS = (
+    "first second third fourth fifth sixth seventh eighth ninth tenth eleventh twelfth "
+    "thirteenth fourteenth fifteenth sixteenth seventeenth eighteenth nineteenth twentieth"
+).split()
+ORDINALS = {
+    **{word: n for n, word in enumerate(_ORDINALS, start=1)},
+    **{f"twenty-{word}": 20 + n for n, word in enumerate(_ORDINALS[:9], start=1)},
+    "thirtieth": 30,
+    "thirty-first": 31,
+}
+_ORDINAL = "(?:" + "|".join(sorted(ORDINALS, key=len, reverse=True)) + ")"
+# A date as people write it: 2026-03-14, 14 March 2026, March 14(th), 2026, the fourteenth of
+# March. Named groups let compaction/key_facts.py read every form as one.
+DATE_RE = re.compile(
+    r"\b(?P<iy>\d{4})-(?P<im>\d{2})-(?P<id>\d{2})\b"
+    rf"|\b(?P<d1>\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?(?P<m1>{_MONTH})(?:,?\s+(?P<y1>\d{{4}}))?\b"
+    rf"|\b(?P<m2>{_MONTH})\s+(?P<d2>\d{{1,2}})(?:st|nd|rd|th)?\b(?:,?\s+(?P<y2>\d{{4}})\b)?"
+    rf"|\b(?:the\s+)?(?P<w3>{_ORDINAL})\s+of\s+(?P<m3>{_MONTH})(?:,?\s+(?P<y3>\d{{4}})\b)?",
+    re.IGNORECASE,
+)
+MONTHS = {name: n for n, name in enumerate(_MONTHS, start=1)}
+# An error code or a constant: E4471, ERR-42, HTTP_503, CONNECTION_RESET.
+CODE_RE = re.compile(r"\b(?:[A-Z]{1,5}-?\d{2,}|[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)\b")
+# An identifier as code names it: `in backticks`, snake_case, camelCase, a call().
+IDENTIFIER_RE = re.compile(
+    r"`(?P<code>[^`\n]{2,60})`|\b[A-Za-z][A-Za-z0-9]*_\w+\b|\b[a-z]+(?:[A-Z][a-z0-9]*)+\b"
+    r"|\b[A-Za-z_]\w*\(\)"
+)
+# Quoted words (straight or curly double quotes; single quotes not inside a word: "it's" and
+# "the users' names" are not quotes).
+QUOTE_RE = re.compile(
+    r'"(?P<q1>[^"\n]{3,80})"|“(?P<q2>[^”\n]{3,80})”|(?<!\w)\'(?P<q3>[^\'\n]{3,80})\'(?!\w)'
+)
 # The person naming themselves, with the name: the one fact a later restatement replaces.
-_OWN_NAME_RE = re.compile(
+OWN_NAME_RE = re.compile(
     r"\b(?i:my name is|my name's|call me|i am called|i'm called)\s+[A-Z][\w'-]*(?: [A-Z][\w'-]*)*"
 )
 # Two or more capitalised words in a row, not opening the sentence: a person, a product, a place.
-_PROPER_NAME_RE = re.compile(r"(?<=\S )[A-Z][a-z]+(?: [A-Z][a-z]+)+\b")
+PROPER_NAME_RE = re.compile(r"(?<=\S )[A-Z][a-z]+(?: [A-Z][a-z]+)+\b")
 # The same in a fact already cut to its clause, where the name may come first.
 _FRAGMENT_NAME_RE = re.compile(r"(?:(?<=\S )|^)[A-Z][a-z]+(?: [A-Z][a-z]+)+\b")
 _DECISION_RE = re.compile(
@@ -47,8 +101,8 @@ _DECISION_RE = re.compile(
 )
 # A number worth keeping: three digits or more, a decimal or a time, a unit or a currency, or a
 # code such as E4471. "Turn 3" and "two or 3 options" are not facts.
-_NUMBER_RE = re.compile(
-    r"\b\d{3,}\b|\b\d+[.:]\d+\b|[$€£]\s?\d|\b\d+\s?(?:%|ms|s|kb|mb|gb|tb|px|euros?|dollars?)\b"
+NUMBER_RE = re.compile(
+    r"\b\d{1,3}(?:,\d{3})+(?:\.\d+)?\b|\b\d{3,}\b|\b\d+[.:]\d+\b|[$€£]\s?\d[\d,.]*\d|[$€£]\s?\d|\b\d+\s?(?:%|ms|s|kb|mb|gb|tb|px|euros?|dollars?)\b"
     r"|\b[A-Z]{1,4}-?\d{2,}\b",
     re.IGNORECASE,
 )
@@ -85,7 +139,7 @@ class Fact:
     def key(self) -> str:
         """What makes two facts the same: the person's own name is one fact however often it is
         restated (the latest wins); any other is its words, case and spacing aside."""
-        if self.kind == "name" and _OWN_NAME_RE.search(self.text):
+        if self.kind == "name" and OWN_NAME_RE.search(self.text):
             return "own name"
         return " ".join(re.findall(r"\w+", self.text.lower()))
 
@@ -100,11 +154,14 @@ def _matches(text: str, *, fragment: bool = False) -> dict[str, re.Match[str]]:
     if whole is not None and text.endswith("?"):
         return {"question": whole}
     rules = {
-        "name": _OWN_NAME_RE.search(text)
-        or (_FRAGMENT_NAME_RE if fragment else _PROPER_NAME_RE).search(text),
+        "name": OWN_NAME_RE.search(text)
+        or (_FRAGMENT_NAME_RE if fragment else PROPER_NAME_RE).search(text),
         "decision": _DECISION_RE.search(text),
-        "path": PATH_RE.search(text),
-        "number": _NUMBER_RE.search(text),
+        "path": URL_RE.search(text) or PATH_RE.search(text),
+        "number": NUMBER_RE.search(text),
+        "date": DATE_RE.search(text),
+        "identifier": IDENTIFIER_RE.search(text),
+        "quote": QUOTE_RE.search(text),
     }
     return {kind: match for kind, match in rules.items() if match is not None}
 
