@@ -11,10 +11,15 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from compaction import brief, chunks
+from compaction import brief, chunks, key_facts
+from compaction.brief import clean_summary
 from compaction.entries import Entry
 from compaction.policy import Budget
-from compaction.prompt import build_prefix_request, build_summary_request
+from compaction.prompt import (
+    build_prefix_request,
+    build_revision_request,
+    build_summary_request,
+)
 from compaction.state import WindowState
 from providers import registry
 from providers.tokens import CHARS_PER_TOKEN, estimate_content
@@ -59,6 +64,61 @@ def over_prefix(
 
 
 async def summarise(
+    client,
+    model: str,
+    entries: list[Entry],
+    previous_summary: str | None,
+    instructions: str = "",
+    *,
+    revise: bool = True,
+    budget: int | None = None,
+    max_tokens: int = 4096,
+    max_chars: int = 6000,
+    over_prefix: Request | None = None,
+    on_part: Callable[[int, int], Awaitable[None]] | None = None,
+) -> brief.SummaryResult:
+    """The summary (see `_first`), with one chance back for the key facts it lost: when the
+    model wrote it, some facts of what it replaces are missing and `revise` is on, the model
+    is asked once to revise it with them (`revised`)."""
+    result = await _first(
+        client,
+        model,
+        entries,
+        previous_summary,
+        instructions,
+        budget=budget,
+        max_tokens=max_tokens,
+        max_chars=max_chars,
+        over_prefix=over_prefix,
+        on_part=on_part,
+    )
+    if not revise or result.summariser != "model":
+        return result
+    lost = key_facts.lost(key_facts.of_span(entries, previous_summary), result.summary)
+    if not lost:
+        return result
+    return await revised(client, model, result, [f.text for f in lost], max_tokens)
+
+
+async def revised(
+    client, model: str, result: brief.SummaryResult, missing: list[str], max_tokens: int
+) -> brief.SummaryResult:
+    """`result` revised by the model with the `missing` facts, if its answer holds a whole
+    <summary>; else (a fault, an answer cut short or without one) `result` as it was."""
+    system, messages = build_revision_request(result.summary, missing)
+    request = Request(model=model, system=system, messages=messages, max_tokens=max_tokens)
+    try:
+        final = await registry.complete(client, request)
+    except Exception:  # a provider fault keeps the first summary: it is already a good one
+        return result
+    spent = result.usage.plus(final.usage)
+    summary = clean_summary(final.text) if final.stop_reason != "max_tokens" else None
+    if summary is None:
+        return replace(result, usage=spent)
+    return replace(result, summary=summary, raw_output=final.text, usage=spent)
+
+
+async def _first(
     client,
     model: str,
     entries: list[Entry],
