@@ -110,7 +110,7 @@ _WHOLE_RE = re.compile(r".+", re.DOTALL)
 _SENTENCE_END_RE = re.compile(r"(?<=[.!?])\s+(?=\S)")
 # Where a clause ends: punctuation before a space, a dash, or "and"/"but" before a new subject
 # ("My name is Ada and my project lives in /srv/engine" states two facts).
-_CLAUSE_END_RE = re.compile(
+CLAUSE_END_RE = re.compile(
     r"[,;:()\[\]]\s+|\s+[-–—]\s+|\s+(?:and|but|so)\s+(?=(?:my|our|your|the|we|i|it|they|he|she|"
     r"you|this|that)\b)",
     re.IGNORECASE,
@@ -182,7 +182,7 @@ def clauses(sentence: str) -> list[str]:
     """A sentence's clauses; a question is one, asked whole."""
     if sentence.endswith("?"):
         return [sentence]
-    return [c.strip() for c in _CLAUSE_END_RE.split(sentence) if c.strip()]
+    return [c.strip() for c in CLAUSE_END_RE.split(sentence) if c.strip()]
 
 
 def fact_of(clause: str) -> tuple[str, str] | None:

@@ -38,7 +38,7 @@ KINDS: tuple[str, ...] = (
 )
 _RULES: dict[str, re.Pattern[str]] = {
     "url": facts.URL_RE,
-    "path": facts.PATH_RE,
+    "path": re.compile(rf"(?<![\w/])/?(?:{facts.PATH_RE.pattern})"),
     "date": facts.DATE_RE,
     "quote": facts.QUOTE_RE,
     "code": facts.CODE_RE,
@@ -131,8 +131,13 @@ def tokens(text: str) -> list[tuple[str, str, int, int]]:
     return sorted(found, key=lambda t: t[2])
 
 
-def _context(line: str, start: int, end: int) -> str:
-    """The token with the words before it (which say what it is), then after, to PER_FACT."""
+def _context(sentence: str, start: int, end: int) -> str:
+    """The token with the words before it in its clause (which say what it is), then after,
+    to PER_FACT."""
+    cuts = [m.span() for m in facts.CLAUSE_END_RE.finditer(sentence)]
+    opens = max([b for a, b in cuts if b <= start], default=0)
+    closes = min([a for a, b in cuts if a >= end], default=len(sentence))
+    line, start, end = sentence[opens:closes], start - opens, end - opens
     start = line.rfind(" ", 0, start) + 1
     end = len(line) if (space := line.find(" ", end)) < 0 else space
     core = line[start:end].split()
