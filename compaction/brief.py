@@ -212,7 +212,10 @@ def _facts_section(
     rest of the brief would not state, within `budget` characters and MAX_FACTS; a last line
     says how many were ever left out."""
     carried = _section(previous, FACTS_HEADING)
-    known = facts.merged([*facts.parse_lines(carried), *facts.facts_of(entries), *extra])
+    found = facts.merged([*facts.parse_lines(carried), *facts.facts_of(entries)])
+    # A key fact noted is never one the brief already has in the person's words.
+    stated = {fact.key for fact in found}
+    known = facts.merged([*found, *(fact for fact in extra if fact.key not in stated)])
     earlier_left_out = sum(int(n) for n in _LEFT_OUT_RE.findall(carried))
     note = 40  # room for the line that counts what was left out
     kept, left_out = facts.within(known, budget - note, MAX_FACTS)

@@ -82,10 +82,11 @@ IDENTIFIER_RE = re.compile(
     r"`(?P<code>[^`\n]{2,60})`|\b[A-Za-z][A-Za-z0-9]*_\w+\b|\b[a-z]+(?:[A-Z][a-z0-9]*)+\b"
     r"|\b[A-Za-z_]\w*\(\)"
 )
-# Quoted words (straight or curly double quotes; single quotes not inside a word: "it's" and
-# "the users' names" are not quotes).
+# Quoted words, a few (a quoted sentence is a message quoted, not a name for something):
+# straight or curly double quotes, or single quotes not inside a word ("it's", "the users'
+# names" are not quotes).
 QUOTE_RE = re.compile(
-    r'"(?P<q1>[^"\n]{3,80})"|“(?P<q2>[^”\n]{3,80})”|(?<!\w)\'(?P<q3>[^\'\n]{3,80})\'(?!\w)'
+    r'"(?P<q1>[^"\n]{3,40})"|“(?P<q2>[^”\n]{3,40})”|(?<!\w)\'(?P<q3>[^\'\n]{3,40})\'(?!\w)'
 )
 # The person naming themselves, with the name: the one fact a later restatement replaces.
 OWN_NAME_RE = re.compile(
@@ -125,8 +126,9 @@ _LOOSE_ENDS = _ARTICLES | frozenset(
 # Which side of what matched says what it is: a name and a decision are followed by what they
 # did or chose; a path, a number and a question are preceded by what they are.
 _GROWS_RIGHT = frozenset({"name", "decision"})
-# A fact as the brief writes it: "- (#12) staging server listens on port 8443" (the message).
-_LINE_RE = re.compile(r"^- \(#(\d+)\) (.+)$")
+# A fact as the brief writes it: "- (#12) staging server listens on port 8443" (the message);
+# a key fact it noted, "- (in #12) ...".
+_LINE_RE = re.compile(r"^- \((in )?#(\d+)\) (.+)$")
 
 
 @dataclass(frozen=True)
@@ -134,6 +136,9 @@ class Fact:
     kind: str  # one of KINDS
     seq: int  # the message that stated it
     text: str  # the clause around what matched, on one line, at most PER_FACT characters
+    # A key fact of a message (either role) the brief would otherwise drop, noted in its facts
+    # (compaction/key_facts.py): it has the room the person's own facts leave.
+    noted: bool = False
 
     @property
     def key(self) -> str:
@@ -144,7 +149,7 @@ class Fact:
         return " ".join(re.findall(r"\w+", self.text.lower()))
 
     def line(self) -> str:
-        return f"- (#{self.seq}) {self.text}"
+        return f"- ({'in ' if self.noted else ''}#{self.seq}) {self.text}"
 
 
 def _matches(text: str, *, fragment: bool = False) -> dict[str, re.Match[str]]:
@@ -269,8 +274,8 @@ def parse_lines(text: str) -> list[Fact]:
     found = []
     for line in text.splitlines():
         match = _LINE_RE.match(line.strip())
-        if match and (kind := kind_of(match.group(2), fragment=True)) is not None:
-            found.append(Fact(kind, int(match.group(1)), match.group(2)))
+        if match and (kind := kind_of(match.group(3), fragment=True)) is not None:
+            found.append(Fact(kind, int(match.group(2)), match.group(3), bool(match.group(1))))
     return found
 
 
@@ -281,11 +286,12 @@ def within(facts: Sequence[Fact], budget: int, most: int) -> tuple[list[Fact], l
     each: the facts the person stated early (who they are, where the work lives, what was
     settled) are never stated again, while the latest are still quoted whole in the brief of
     their own span."""
-    turn: dict[str, int] = {}
+    turn: dict[tuple[bool, str], int] = {}
     ranked = []
     for i, fact in sorted(enumerate(facts), key=lambda p: p[1].seq):
-        turn[fact.kind] = turn.get(fact.kind, -1) + 1
-        ranked.append((turn[fact.kind], KINDS.index(fact.kind), i))
+        kind = (fact.noted, fact.kind)
+        turn[kind] = turn.get(kind, -1) + 1
+        ranked.append((fact.noted, turn[kind], KINDS.index(fact.kind), i))
     kept_at, used = set(), 0
     for *_, i in sorted(ranked):
         size = len(facts[i].line()) + 1

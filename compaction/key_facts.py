@@ -46,8 +46,12 @@ _RULES: dict[str, re.Pattern[str]] = {
     "number": facts.NUMBER_RE,
     "name": facts.PROPER_NAME_RE,
 }
-# A brief's own references to messages, "(#12)": not facts of the conversation.
-_SEQ_REF_RE = re.compile(r"\(#\d+\)")
+# A brief's own references to messages, "(#12)", and its notes, "(3 facts left out...)": not
+# facts of the conversation.
+_SEQ_REF_RE = re.compile(r"\((?:in )?#(\d+)\)")
+_NOTE_RE = re.compile(r"^\s*-?\s*\(\d+ [^()]*\)\s*$")
+# A line that is one quotation: a message a brief quotes, read as what it says.
+_QUOTED_LINE_RE = re.compile(r'^\s*-?\s*(?:\((?:in )?#\d+\)\s*)?["“](.*)["”…]\s*$')
 _THOUSANDS_RE = re.compile(r"(?<=\d),(?=\d{3}\b)")
 _DIGITS_RE = re.compile(r"\d+(?:[.:]\d+)*")
 
@@ -62,7 +66,8 @@ class KeyFact:
     def as_fact(self) -> facts.Fact:
         """The key fact as the brief writes it in its facts section (compaction/brief.py)."""
         text = self.text if facts.kind_of(self.text, fragment=True) else self.key
-        return facts.Fact(facts.kind_of(text, fragment=True) or "number", self.seq, text)
+        kind = facts.kind_of(text, fragment=True) or "number"
+        return facts.Fact(kind, self.seq, text, noted=True)
 
 
 @dataclass(frozen=True)
@@ -109,7 +114,8 @@ def _key(kind: str, match: re.Match[str]) -> str | None:
         digits = _DIGITS_RE.search(_THOUSANDS_RE.sub("", match.group(0)))
         token = digits.group(0) if digits else ""
     else:
-        token = match.group(0)
+        # A path, a URL or a code at the end of a sentence: its full stop is not part of it.
+        token = match.group(0).rstrip(".")
     token = normalised(token)
     return token if len(token) >= 2 else None
 
@@ -158,7 +164,12 @@ def _context(sentence: str, start: int, end: int) -> str:
 def of_text(text: str, seq: int) -> list[KeyFact]:
     """The key facts of one text, in order, one per key."""
     found = []
-    for sentence in facts.sentences(_SEQ_REF_RE.sub("", text)):
+    lines = [
+        quoted.group(1) if (quoted := _QUOTED_LINE_RE.match(line)) else line
+        for line in text.splitlines()
+        if not _NOTE_RE.match(line)
+    ]
+    for sentence in facts.sentences(_SEQ_REF_RE.sub("", "\n".join(lines))):
         sentence = sentence.lstrip("-*#> ").strip()
         for kind, key, start, end in tokens(sentence):
             found.append(KeyFact(kind, seq, key, _context(sentence, start, end)))
@@ -168,7 +179,11 @@ def of_text(text: str, seq: int) -> list[KeyFact]:
 def of_span(entries: Sequence[Entry], previous_summary: str | None = "") -> list[KeyFact]:
     """The key facts of what a summary replaces: the summary before it and the messages it
     folds (both roles), without repeats (the first statement wins), at most MOST."""
-    found = of_text(previous_summary or "", 0)
+    found = []
+    for line in (previous_summary or "").splitlines():
+        # A brief's line names the message it comes from, "(#12)": the fact keeps its place.
+        cited = _SEQ_REF_RE.search(line)
+        found += of_text(line, int(cited.group(1)) if cited else 0)
     for entry in entries:
         found += of_text(entry.text, entry.seq)
     unique: dict[str, KeyFact] = {}

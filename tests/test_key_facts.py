@@ -72,7 +72,7 @@ def test_both_roles_are_read_and_the_summary_before_counts_too():
         said(5, "assistant", "The import fails with E4471 when a row is empty."),
     ]
     facts = key_facts.of_span(entries, "## Facts kept\n- (#1) My name is Ada Lovelace")
-    assert [(f.seq, f.key) for f in facts] == [(0, "ada lovelace"), (4, "41234"), (5, "e4471")]
+    assert [(f.seq, f.key) for f in facts] == [(1, "ada lovelace"), (4, "41234"), (5, "e4471")]
 
 
 def test_the_count_is_bounded_and_every_kind_keeps_some():
