@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from compaction import brief, chunks, key_facts
 from compaction.brief import clean_summary
 from compaction.entries import Entry
+from compaction.key_facts import KeyFact
 from compaction.policy import Budget
 from compaction.prompt import (
     build_prefix_request,
@@ -94,18 +95,20 @@ async def summarise(
     )
     if not revise or result.summariser != "model":
         return result
-    lost = key_facts.lost(key_facts.of_span(entries, previous_summary), result.summary)
-    if not lost:
+    found = key_facts.of_span(entries, previous_summary)
+    if not key_facts.lost(found, result.summary):
         return result
-    return await revised(client, model, result, [f.text for f in lost], max_tokens)
+    return await revised(client, model, result, found, max_tokens)
 
 
 async def revised(
-    client, model: str, result: brief.SummaryResult, missing: list[str], max_tokens: int
+    client, model: str, result: brief.SummaryResult, found: list[KeyFact], max_tokens: int
 ) -> brief.SummaryResult:
-    """`result` revised by the model with the `missing` facts, if its answer holds a whole
-    <summary>; else (a fault, an answer cut short or without one) `result` as it was."""
-    system, messages = build_revision_request(result.summary, missing)
+    """`result` revised by the model with the facts of `found` it lost, if the answer is a
+    whole <summary> that loses fewer; else (a fault, an answer cut short, without a summary or
+    no better) `result` as it was."""
+    lost = key_facts.lost(found, result.summary)
+    system, messages = build_revision_request(result.summary, [f.text for f in lost])
     request = Request(model=model, system=system, messages=messages, max_tokens=max_tokens)
     try:
         final = await registry.complete(client, request)
@@ -113,7 +116,7 @@ async def revised(
         return result
     spent = result.usage.plus(final.usage)
     summary = clean_summary(final.text) if final.stop_reason != "max_tokens" else None
-    if summary is None:
+    if summary is None or len(key_facts.lost(found, summary)) >= len(lost):
         return replace(result, usage=spent)
     return replace(result, summary=summary, raw_output=final.text, usage=spent)
 

@@ -76,6 +76,7 @@ async def test_no_revision_when_nothing_is_lost_or_the_setting_is_off():
     [
         "Deploy the heron server on port 41234.",  # no <summary>: not a summary
         "<summary>## Primary request and intent\nDeploy on port",  # cut short
+        "<summary>## Primary request and intent\nDeploy.</summary>",  # loses as many
     ],
 )
 async def test_an_invalid_revision_keeps_the_first_summary(answer):
@@ -115,7 +116,7 @@ async def test_the_boundary_records_and_shows_what_its_summary_kept(
     alice, long_conversation, fake_llm, settings
 ):
     settings.SUMMARY_REVISES_FACTS = False
-    await Compaction.objects.filter(conversation=long_conversation).adelete()
+    settings.CONTEXT_BUDGET_TOKENS = 4_000  # the span in one summary request, not two parts
     message = await long_conversation.messages.aget(seq=1)
     message.content = [
         {"type": "text", "text": "The heron server listens on port 41234; E4471 on import."}
@@ -128,11 +129,39 @@ async def test_the_boundary_records_and_shows_what_its_summary_kept(
     frames = await receive_until(ws, lambda f: "Compacted (manual)" in f)
     await settle(long_conversation.pk)
     await ws.disconnect()
+    assert len(fake_llm.calls) == 1  # the setting is off: no revision
     row = await Compaction.objects.aget(conversation=long_conversation)
     assert (row.facts_total, row.facts_kept, row.facts_lost) == (2, 1, ["E4471 on import"])
     divider = next(f for f in frames if "Compacted (manual)" in f)
     assert "kept 1 of 2 key facts" in divider
     assert '<div class="facts-lost">' in divider and "<li>E4471 on import</li>" in divider
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("channel_layer")
+async def test_a_compaction_commits_the_revised_summary_with_its_count(
+    alice, long_conversation, fake_llm, settings
+):
+    settings.CONTEXT_BUDGET_TOKENS = 4_000  # the span in one summary request, not two parts
+    message = await long_conversation.messages.aget(seq=1)
+    message.content = [
+        {"type": "text", "text": "The heron server listens on port 41234; E4471 on import."}
+    ]
+    await message.asave()
+    fake_llm.enqueue(["<summary>The heron server listens on port 41234.</summary>"])
+    fake_llm.enqueue(["<summary>Port 41234; the import fails with E4471.</summary>"])
+    ws = socket_for(alice, long_conversation.pk)
+    await ws.connect()
+    await ws.send_to(text_data=frame(action="compact"))
+    frames = await receive_until(ws, lambda f: "Compacted (manual)" in f)
+    await settle(long_conversation.pk)
+    await ws.disconnect()
+    assert len(fake_llm.calls) == 2 and "E4471 on import" in asked(fake_llm.calls[1])
+    row = await Compaction.objects.aget(conversation=long_conversation)
+    assert row.summary == "Port 41234; the import fails with E4471."
+    assert (row.facts_total, row.facts_kept, row.facts_lost) == (2, 2, [])
+    divider = next(f for f in frames if "Compacted (manual)" in f)
+    assert "kept 2 of 2 key facts" in divider and "facts-lost" not in divider
 
 
 @pytest.mark.django_db
