@@ -1,5 +1,7 @@
 """Asking a model for the summary: over the conversation's cached prefix while it is warm, else
 over a separate transcript, and falling back to the rule-based brief on any fault. Never empty.
+A model's summary that leaves out key facts of what it replaces (compaction/key_facts.py) is
+sent back once, with them named, to be revised.
 
 The caller gives the client, the window and the tools the conversation's requests offer (so a
 request over the prefix matches the chat's byte for byte); nothing here reads the database.
@@ -12,7 +14,6 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 
 from compaction import brief, chunks, key_facts
-from compaction.brief import clean_summary
 from compaction.entries import Entry
 from compaction.key_facts import KeyFact
 from compaction.policy import Budget
@@ -105,8 +106,8 @@ async def revised(
     client, model: str, result: brief.SummaryResult, found: list[KeyFact], max_tokens: int
 ) -> brief.SummaryResult:
     """`result` revised by the model with the facts of `found` it lost, if the answer is a
-    whole <summary> that loses fewer; else (a fault, an answer cut short, without a summary or
-    no better) `result` as it was."""
+    whole <summary> that loses fewer and grows by little more than them; else (a fault, an
+    answer cut short, without a summary, no better or far longer) `result` as it was."""
     lost = key_facts.lost(found, result.summary)
     system, messages = build_revision_request(result.summary, [f.text for f in lost])
     request = Request(model=model, system=system, messages=messages, max_tokens=max_tokens)
@@ -115,8 +116,11 @@ async def revised(
     except Exception:  # a provider fault keeps the first summary: it is already a good one
         return result
     spent = result.usage.plus(final.usage)
-    summary = clean_summary(final.text) if final.stop_reason != "max_tokens" else None
-    if summary is None or len(key_facts.lost(found, summary)) >= len(lost):
+    summary = brief.clean_summary(final.text) if final.stop_reason != "max_tokens" else None
+    # A revision adds the facts: one that grows by much more than them would take the window's
+    # room the compaction is for.
+    room = len(result.summary) + 2 * sum(len(f.text) + 3 for f in lost) + 200
+    if summary is None or len(summary) > room or len(key_facts.lost(found, summary)) >= len(lost):
         return replace(result, usage=spent)
     return replace(result, summary=summary, raw_output=final.text, usage=spent)
 

@@ -77,6 +77,7 @@ async def test_no_revision_when_nothing_is_lost_or_the_setting_is_off():
         "Deploy the heron server on port 41234.",  # no <summary>: not a summary
         "<summary>## Primary request and intent\nDeploy on port",  # cut short
         "<summary>## Primary request and intent\nDeploy.</summary>",  # loses as many
+        f"<summary>Port 41234, E4471. {'Padding. ' * 100}</summary>",  # far longer
     ],
 )
 async def test_an_invalid_revision_keeps_the_first_summary(answer):
