@@ -1,7 +1,7 @@
-"""The facts a person stated, found by rules: names, decisions, paths, numbers and the questions
-they asked, each with the number of the message that said it. Plain functions over plain values:
-the rule-based brief carries them from compaction to compaction (compaction/brief.py), and a
-count of them says what a summary kept.
+"""The facts a person stated, found by rules: names, decisions, paths, numbers, dates,
+identifiers, quoted words and the questions they asked, each with the number of the message
+that said it. Plain functions over plain values: the rule-based brief carries them from
+compaction to compaction (compaction/brief.py).
 
 A fact is kept compactly: not its whole sentence but the clause around what matched, cut to the
 few words next to it that say what it is ("heron staging server listens on port 41234"), so that
@@ -16,8 +16,9 @@ One set of rules, two uses. The key tokens (numbers, identifiers, error codes, p
 names, quoted strings, dates: the `*_RE` below) are what a clause here is built around, and
 also, each on its own, the key facts of compaction/key_facts.py: what a summary must still say
 of everything it folds (both roles), counted on every boundary. A key fact the brief would
-drop is written into its facts section as one of these (`kind_of` finds every key token's kind
-again), so what the brief carries and what a boundary counts are one measure.
+drop is noted in its facts section as one of these ("- (in #12) ...", `Fact.noted`: with the
+room the person's own facts leave; `kind_of` finds every key token's kind again), so what the
+brief carries and what a boundary counts are one measure.
 """
 
 from __future__ import annotations
