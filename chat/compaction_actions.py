@@ -15,7 +15,7 @@ from chat.compactions import Opened, open_locked, unpin_abandoned
 from chat.models import Conversation, stale_before
 from chat.state import read_state
 from chat.window import load_window, state_of
-from compaction import boundaries
+from compaction import boundaries, key_facts
 from compaction.models import Compaction, Review
 from compaction.state import post_tokens
 from core.clean import INSTRUCTIONS, SUMMARY, clean, number
@@ -59,7 +59,16 @@ def approve(user, conversation_id, compaction_id, summary) -> Compaction:
     edited = summary != draft.summary.strip()
     tokens = draft.post_tokens
     state = load_window(draft.conversation)  # versions wait while a draft does: still its branch
+    facts = {}
     if edited:
+        # What the edited summary keeps of what it replaces, counted again.
+        older = [e for e in state.entries if e.seq < draft.first_kept_seq]
+        tally = key_facts.tally(older, state.summary, summary)
+        facts = {
+            "facts_total": tally.total,
+            "facts_kept": tally.kept,
+            "facts_lost": list(tally.lost),
+        }
         tokens = post_tokens(state, summary, draft.first_kept_seq)
         if tokens >= state.tokens:
             raise ActionError(
@@ -68,7 +77,12 @@ def approve(user, conversation_id, compaction_id, summary) -> Compaction:
             )
     with transaction.atomic():
         approved = _settle(
-            draft, Compaction.Status.COMMITTED, summary=summary, edited=edited, post_tokens=tokens
+            draft,
+            Compaction.Status.COMMITTED,
+            summary=summary,
+            edited=edited,
+            post_tokens=tokens,
+            **facts,
         )
         unpin_abandoned(draft.conversation_id, state, approved.first_kept_seq)
         _record(approved, Review.Action.EDITED if edited else Review.Action.APPROVED, user)

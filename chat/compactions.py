@@ -21,7 +21,7 @@ from chat.figures import Panel, load_panel
 from chat.models import Conversation, Message, Pin
 from chat.state import read_state
 from chat.window import load_window, state_of
-from compaction import boundaries, summariser
+from compaction import boundaries, key_facts, summariser
 from compaction.brief import SummaryResult
 from compaction.clearing import Clearing, cleared, plan
 from compaction.cut import choose_cut
@@ -187,7 +187,11 @@ def close(opened: Opened, result: SummaryResult, duration_ms: int, *, review: bo
     failed), with what it does to the conversation, in one transaction."""
     row = opened.row
     boundaries.outcome(
-        row, result, post_tokens(opened.state, result.summary, row.first_kept_seq), review=review
+        row,
+        result,
+        post_tokens(opened.state, result.summary, row.first_kept_seq),
+        key_facts.tally(opened.older, opened.state.summary, result.summary),
+        review=review,
     )
     row.duration_ms = duration_ms
     with transaction.atomic():

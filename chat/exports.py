@@ -63,6 +63,8 @@ def conversation_json(conversation: Conversation) -> dict:
                 "summariser": c.summariser,
                 "instructions": c.instructions,
                 "edited": c.edited,
+                # The key facts of what the summary replaced: how many it kept, which it lost.
+                "facts": {"total": c.facts_total, "kept": c.facts_kept, "lost": c.facts_lost},
                 "created_at": c.created_at.isoformat(),
                 "updated_at": c.updated_at.isoformat(),
             }

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 
 from django.utils import timezone
 
-from chat.import_reader import SCALAR, describe
+from chat.import_reader import ANY, SCALAR, describe
 from core.clean import invalid_text
 from core.errors import ActionError
 
@@ -63,7 +63,7 @@ KEEP_COMPACTION = dict.fromkeys(
         "updated_at",
     ),
     SCALAR,
-)
+) | {"facts": {"total": SCALAR, "kept": SCALAR, "lost": ANY}}
 KEEP_DATES = {"created_at": SCALAR, "updated_at": SCALAR, "branch_end": SCALAR}
 
 
@@ -176,6 +176,7 @@ def compaction(raw, n: int) -> Boundary:
         "summariser": _words(raw.get("summariser"), f"the summariser of {where}")[:32],
         "instructions": _words(raw.get("instructions"), f"the instructions of {where}"),
         "edited": _flag(raw.get("edited"), f"the edited of {where}"),
+        **_facts(raw.get("facts"), where),
         "created_at": moment(raw.get("created_at"), f"the created_at of {where}"),
         "updated_at": moment(raw.get("updated_at"), f"the updated_at of {where}"),
     }
@@ -185,6 +186,28 @@ def compaction(raw, n: int) -> Boundary:
             "message before it."
         )
     return Boundary(file_id, status in RESTORED, fields)
+
+
+def _facts(raw, where: str) -> dict:
+    """The key facts a compaction's summary kept and lost, as its row stores them (none: an
+    export from before boundaries counted them)."""
+    if raw is None:
+        return {"facts_total": 0, "facts_kept": 0, "facts_lost": []}
+    if not isinstance(raw, dict):
+        raise ActionError(f"The facts of {where} are {describe(raw)}; they are an object.")
+    total = count(raw.get("total"), f"the facts total of {where}") or 0
+    kept = count(raw.get("kept"), f"the facts kept of {where}") or 0
+    lost = raw.get("lost") or []
+    if not isinstance(lost, list) or kept + len(lost) != total:
+        raise ActionError(
+            f'The facts of {where} say {kept:,} kept of {total:,}; "lost" must list the '
+            "others, one string each."
+        )
+    return {
+        "facts_total": total,
+        "facts_kept": kept,
+        "facts_lost": [text(fact, f"a lost fact of {where}") for fact in lost],
+    }
 
 
 @dataclass

@@ -15,6 +15,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from compaction.brief import SummaryResult
+from compaction.key_facts import Tally
 from compaction.models import Compaction
 from core.clean import scrubbed
 from providers.usage_columns import COLUMNS
@@ -27,9 +28,14 @@ SUPERSEDED = "Superseded: the window was full before the draft was reviewed."
 NOT_ENOUGH = "Not enough to fold away yet"
 
 
-def outcome(row: Compaction, result: SummaryResult, post_tokens: int, *, review: bool) -> None:
-    """Fill `row` (not saved) with what the summariser returned and what became of it."""
+def outcome(
+    row: Compaction, result: SummaryResult, post_tokens: int, facts: Tally, *, review: bool
+) -> None:
+    """Fill `row` (not saved) with what the summariser returned, the key facts it kept and
+    lost (`facts`), and what became of it."""
     row.summary = scrubbed(result.summary)  # model output: stored and shown, never refused
+    row.facts_total, row.facts_kept = facts.total, facts.kept
+    row.facts_lost = [scrubbed(fact) for fact in facts.lost]
     row.raw_output = scrubbed(result.raw_output)
     row.summariser = result.summariser
     row.usage = result.usage
@@ -55,6 +61,9 @@ _CLOSED_FIELDS = [
     "summary",
     "raw_output",
     "summariser",
+    "facts_total",
+    "facts_kept",
+    "facts_lost",
     *COLUMNS,
     "error",
     "duration_ms",

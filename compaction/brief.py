@@ -10,7 +10,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from compaction import facts
+from compaction import facts, key_facts
 from compaction.entries import Entry
 from compaction.prompt import SECTIONS, clip, lines_of, one_line
 from providers.values import Usage
@@ -143,9 +143,27 @@ def rule_based_summary(
 
     It carries forward the facts of the brief before it (`compaction/facts.py`) with those of
     the messages it folds, and the rest of that brief one level deep: a brief nested in a brief
-    in a brief would leave, after a few compactions, nothing but their openings."""
+    in a brief would leave, after a few compactions, nothing but their openings.
+
+    The key facts of what it replaces (compaction/key_facts.py) that the brief would not state
+    get their chance back: written into its facts section, within the section's bound, so a
+    fact the brief before held is not lost by the next."""
     if max_chars < 1:
         raise ValueError("max_chars must be at least 1")
+    first = _brief(entries, previous_summary, instructions, max_chars, [])
+    lost = key_facts.lost(key_facts.of_span(entries, previous_summary), first)
+    if not lost:
+        return first
+    return _brief(entries, previous_summary, instructions, max_chars, [f.as_fact() for f in lost])
+
+
+def _brief(
+    entries: Sequence[Entry],
+    previous_summary: str | None,
+    instructions: str,
+    max_chars: int,
+    extra: list[facts.Fact],
+) -> str:
     users = [e for e in entries if e.role == "user" and e.starts_user_turn and e.text.strip()]
     assistants = [e for e in entries if e.role == "assistant"]
     previous = (previous_summary or "").strip()
@@ -159,7 +177,7 @@ def rule_based_summary(
     # keeps up to a quarter of the room ahead of the facts.
     by_model = earlier and not previous.startswith(RULES_NOTE)
     reserved = min(len(earlier) + len(EARLIER_HEADING) + 6, free // 4) if by_model else 0
-    first = _facts_section(entries, previous, (free - reserved) * _FACTS_SIXTHS // 6)
+    first = _facts_section(entries, previous, (free - reserved) * _FACTS_SIXTHS // 6, extra)
     free -= len(first) + reserved
     room = max(free - 40 * (len(SECTIONS) + 1), free // 2)
     share = {name: room * weight // _WEIGHT_TOTAL for name, weight in _WEIGHTS.items()}
@@ -184,7 +202,7 @@ def rule_based_summary(
         earlier = close_open_fence(_demote_headings(clip(earlier, share["previous"])))
         parts.insert(0, f"## {EARLIER_HEADING}\n{earlier}")
     used = len(RULES_NOTE) + sum(len(p) + 2 for p in parts)
-    kept = _facts_section(entries, previous, max_chars - used - len(FACTS_HEADING) - 6)
+    kept = _facts_section(entries, previous, max_chars - used - len(FACTS_HEADING) - 6, extra)
     if kept:
         parts.insert(0, f"## {FACTS_HEADING}\n{kept}")
     if not entries and not previous:
@@ -192,11 +210,17 @@ def rule_based_summary(
     return clip("\n\n".join([RULES_NOTE, *parts]), max_chars)
 
 
-def _facts_section(entries: Sequence[Entry], previous: str, budget: int) -> str:
-    """The facts of the brief before and of `entries`, merged, within `budget` characters and
-    MAX_FACTS; a last line says how many were ever left out."""
+def _facts_section(
+    entries: Sequence[Entry], previous: str, budget: int, extra: list[facts.Fact]
+) -> str:
+    """The facts of the brief before and of `entries`, merged with the key facts (`extra`) the
+    rest of the brief would not state, within `budget` characters and MAX_FACTS; a last line
+    says how many were ever left out."""
     carried = _section(previous, FACTS_HEADING)
-    known = facts.merged([*facts.parse_lines(carried), *facts.facts_of(entries)])
+    found = facts.merged([*facts.parse_lines(carried), *facts.facts_of(entries)])
+    # A key fact noted is never one the brief already has in the person's words.
+    stated = {fact.key for fact in found}
+    known = facts.merged([*found, *(fact for fact in extra if fact.key not in stated)])
     earlier_left_out = sum(int(n) for n in _LEFT_OUT_RE.findall(carried))
     note = 40  # room for the line that counts what was left out
     kept, left_out = facts.within(known, budget - note, MAX_FACTS)

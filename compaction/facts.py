@@ -1,7 +1,7 @@
-"""The facts a person stated, found by rules: names, decisions, paths, numbers and the questions
-they asked, each with the number of the message that said it. Plain functions over plain values:
-the rule-based brief carries them from compaction to compaction (compaction/brief.py), and a
-count of them says what a summary kept.
+"""The facts a person stated, found by rules: names, decisions, paths, numbers, dates,
+identifiers, quoted words and the questions they asked, each with the number of the message
+that said it. Plain functions over plain values: the rule-based brief carries them from
+compaction to compaction (compaction/brief.py).
 
 A fact is kept compactly: not its whole sentence but the clause around what matched, cut to the
 few words next to it that say what it is ("heron staging server listens on port 41234"), so that
@@ -11,6 +11,14 @@ no use).
 Only the person's own messages are read. The rules cannot judge what a reply claims, and the
 person's statements are what they will ask back about; replies keep their key lines in the brief
 of the span they belong to.
+
+One set of rules, two uses. The key tokens (numbers, identifiers, error codes, paths, URLs,
+names, quoted strings, dates: the `*_RE` below) are what a clause here is built around, and
+also, each on its own, the key facts of compaction/key_facts.py: what a summary must still say
+of everything it folds (both roles), counted on every boundary. A key fact the brief would
+drop is noted in its facts section as one of these ("- (in #12) ...", `Fact.noted`: with the
+room the person's own facts leave; `kind_of` finds every key token's kind again), so what the
+brief carries and what a boundary counts are one measure.
 """
 
 from __future__ import annotations
@@ -23,7 +31,16 @@ from compaction.entries import Entry
 
 # Most important first: in one clause, the most important kind found is the fact's. When the
 # facts do not all fit, the kinds take turns in this order.
-KINDS: tuple[str, ...] = ("name", "decision", "path", "number", "question")
+KINDS: tuple[str, ...] = (
+    "name",
+    "decision",
+    "path",
+    "number",
+    "question",
+    "date",
+    "identifier",
+    "quote",
+)
 # At most this many characters: the thing matched and the words next to it that say what it is.
 PER_FACT = 48
 # Fewer words state nothing ("Turn 101", "Why not?").
@@ -33,12 +50,51 @@ PATH_RE = re.compile(
     r"(?:[\w.-]+/)+[\w.-]+|\b[\w-]+\.(?:py|js|ts|tsx|jsx|html|css|md|json|toml|ya?ml|txt|sql|sh|"
     r"rs|go|java|rb|c|h|cpp|ini|cfg)\b"
 )
+URL_RE = re.compile(r"\bhttps?://[^\s<>()\"'`]*[^\s<>()\"'`.,;:!?]")
+_MONTHS = (
+    "january february march april may june july august september october november december"
+).split()
+_MONTH = r"(?:" + "|".join(m.capitalize() for m in _MONTHS) + ")"
+_ORDINALS = (
+    "first second third fourth fifth sixth seventh eighth ninth tenth eleventh twelfth "
+    "thirteenth fourteenth fifteenth sixteenth seventeenth eighteenth nineteenth twentieth"
+).split()
+ORDINALS = {
+    **{word: n for n, word in enumerate(_ORDINALS, start=1)},
+    **{f"twenty-{word}": 20 + n for n, word in enumerate(_ORDINALS[:9], start=1)},
+    "thirtieth": 30,
+    "thirty-first": 31,
+}
+_ORDINAL = "(?:" + "|".join(sorted(ORDINALS, key=len, reverse=True)) + ")"
+# A date as people write it: 2026-03-14, 14 March 2026, March 14(th), 2026, the fourteenth of
+# March. Named groups let compaction/key_facts.py read every form as one.
+DATE_RE = re.compile(
+    r"\b(?P<iy>\d{4})-(?P<im>\d{2})-(?P<id>\d{2})\b"
+    rf"|\b(?P<d1>\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?(?P<m1>{_MONTH})(?:,?\s+(?P<y1>\d{{4}}))?\b"
+    rf"|\b(?P<m2>{_MONTH})\s+(?P<d2>\d{{1,2}})(?:st|nd|rd|th)?\b(?:,?\s+(?P<y2>\d{{4}})\b)?"
+    rf"|\b(?:the\s+)?(?P<w3>{_ORDINAL})\s+of\s+(?P<m3>{_MONTH})(?:,?\s+(?P<y3>\d{{4}})\b)?",
+    re.IGNORECASE,
+)
+MONTHS = {name: n for n, name in enumerate(_MONTHS, start=1)}
+# An error code or a constant: E4471, ERR-42, HTTP_503, CONNECTION_RESET.
+CODE_RE = re.compile(r"\b(?:[A-Z]{1,5}-?\d{2,}|[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)\b")
+# An identifier as code names it: `in backticks`, snake_case, camelCase, a call().
+IDENTIFIER_RE = re.compile(
+    r"`(?P<code>[^`\n]{2,60})`|\b[A-Za-z][A-Za-z0-9]*_\w+\b|\b[a-z]+(?:[A-Z][a-z0-9]*)+\b"
+    r"|\b[A-Za-z_]\w*\(\)"
+)
+# Quoted words, a few (a quoted sentence is a message quoted, not a name for something):
+# straight or curly double quotes, or single quotes not inside a word ("it's", "the users'
+# names" are not quotes).
+QUOTE_RE = re.compile(
+    r'"(?P<q1>[^"\n]{3,40})"|“(?P<q2>[^”\n]{3,40})”|(?<!\w)\'(?P<q3>[^\'\n]{3,40})\'(?!\w)'
+)
 # The person naming themselves, with the name: the one fact a later restatement replaces.
-_OWN_NAME_RE = re.compile(
+OWN_NAME_RE = re.compile(
     r"\b(?i:my name is|my name's|call me|i am called|i'm called)\s+[A-Z][\w'-]*(?: [A-Z][\w'-]*)*"
 )
 # Two or more capitalised words in a row, not opening the sentence: a person, a product, a place.
-_PROPER_NAME_RE = re.compile(r"(?<=\S )[A-Z][a-z]+(?: [A-Z][a-z]+)+\b")
+PROPER_NAME_RE = re.compile(r"(?<=\S )[A-Z][a-z]+(?: [A-Z][a-z]+)+\b")
 # The same in a fact already cut to its clause, where the name may come first.
 _FRAGMENT_NAME_RE = re.compile(r"(?:(?<=\S )|^)[A-Z][a-z]+(?: [A-Z][a-z]+)+\b")
 _DECISION_RE = re.compile(
@@ -47,8 +103,8 @@ _DECISION_RE = re.compile(
 )
 # A number worth keeping: three digits or more, a decimal or a time, a unit or a currency, or a
 # code such as E4471. "Turn 3" and "two or 3 options" are not facts.
-_NUMBER_RE = re.compile(
-    r"\b\d{3,}\b|\b\d+[.:]\d+\b|[$€£]\s?\d|\b\d+\s?(?:%|ms|s|kb|mb|gb|tb|px|euros?|dollars?)\b"
+NUMBER_RE = re.compile(
+    r"\b\d{1,3}(?:,\d{3})+(?:\.\d+)?\b|\b\d{3,}\b|\b\d+[.:]\d+\b|[$€£]\s?\d[\d,.]*\d|[$€£]\s?\d|\b\d+\s?(?:%|ms|s|kb|mb|gb|tb|px|euros?|dollars?)\b"
     r"|\b[A-Z]{1,4}-?\d{2,}\b",
     re.IGNORECASE,
 )
@@ -56,7 +112,7 @@ _WHOLE_RE = re.compile(r".+", re.DOTALL)
 _SENTENCE_END_RE = re.compile(r"(?<=[.!?])\s+(?=\S)")
 # Where a clause ends: punctuation before a space, a dash, or "and"/"but" before a new subject
 # ("My name is Ada and my project lives in /srv/engine" states two facts).
-_CLAUSE_END_RE = re.compile(
+CLAUSE_END_RE = re.compile(
     r"[,;:()\[\]]\s+|\s+[-–—]\s+|\s+(?:and|but|so)\s+(?=(?:my|our|your|the|we|i|it|they|he|she|"
     r"you|this|that)\b)",
     re.IGNORECASE,
@@ -71,8 +127,9 @@ _LOOSE_ENDS = _ARTICLES | frozenset(
 # Which side of what matched says what it is: a name and a decision are followed by what they
 # did or chose; a path, a number and a question are preceded by what they are.
 _GROWS_RIGHT = frozenset({"name", "decision"})
-# A fact as the brief writes it: "- (#12) staging server listens on port 8443" (the message).
-_LINE_RE = re.compile(r"^- \(#(\d+)\) (.+)$")
+# A fact as the brief writes it: "- (#12) staging server listens on port 8443" (the message);
+# a key fact it noted, "- (in #12) ...".
+_LINE_RE = re.compile(r"^- \((in )?#(\d+)\) (.+)$")
 
 
 @dataclass(frozen=True)
@@ -80,17 +137,20 @@ class Fact:
     kind: str  # one of KINDS
     seq: int  # the message that stated it
     text: str  # the clause around what matched, on one line, at most PER_FACT characters
+    # A key fact of a message (either role) the brief would otherwise drop, noted in its facts
+    # (compaction/key_facts.py): it has the room the person's own facts leave.
+    noted: bool = False
 
     @property
     def key(self) -> str:
         """What makes two facts the same: the person's own name is one fact however often it is
         restated (the latest wins); any other is its words, case and spacing aside."""
-        if self.kind == "name" and _OWN_NAME_RE.search(self.text):
+        if self.kind == "name" and OWN_NAME_RE.search(self.text):
             return "own name"
         return " ".join(re.findall(r"\w+", self.text.lower()))
 
     def line(self) -> str:
-        return f"- (#{self.seq}) {self.text}"
+        return f"- ({'in ' if self.noted else ''}#{self.seq}) {self.text}"
 
 
 def _matches(text: str, *, fragment: bool = False) -> dict[str, re.Match[str]]:
@@ -100,11 +160,14 @@ def _matches(text: str, *, fragment: bool = False) -> dict[str, re.Match[str]]:
     if whole is not None and text.endswith("?"):
         return {"question": whole}
     rules = {
-        "name": _OWN_NAME_RE.search(text)
-        or (_FRAGMENT_NAME_RE if fragment else _PROPER_NAME_RE).search(text),
+        "name": OWN_NAME_RE.search(text)
+        or (_FRAGMENT_NAME_RE if fragment else PROPER_NAME_RE).search(text),
         "decision": _DECISION_RE.search(text),
-        "path": PATH_RE.search(text),
-        "number": _NUMBER_RE.search(text),
+        "path": URL_RE.search(text) or PATH_RE.search(text),
+        "number": NUMBER_RE.search(text),
+        "date": DATE_RE.search(text),
+        "identifier": IDENTIFIER_RE.search(text),
+        "quote": QUOTE_RE.search(text),
     }
     return {kind: match for kind, match in rules.items() if match is not None}
 
@@ -125,7 +188,7 @@ def clauses(sentence: str) -> list[str]:
     """A sentence's clauses; a question is one, asked whole."""
     if sentence.endswith("?"):
         return [sentence]
-    return [c.strip() for c in _CLAUSE_END_RE.split(sentence) if c.strip()]
+    return [c.strip() for c in CLAUSE_END_RE.split(sentence) if c.strip()]
 
 
 def fact_of(clause: str) -> tuple[str, str] | None:
@@ -212,8 +275,8 @@ def parse_lines(text: str) -> list[Fact]:
     found = []
     for line in text.splitlines():
         match = _LINE_RE.match(line.strip())
-        if match and (kind := kind_of(match.group(2), fragment=True)) is not None:
-            found.append(Fact(kind, int(match.group(1)), match.group(2)))
+        if match and (kind := kind_of(match.group(3), fragment=True)) is not None:
+            found.append(Fact(kind, int(match.group(2)), match.group(3), bool(match.group(1))))
     return found
 
 
@@ -224,11 +287,12 @@ def within(facts: Sequence[Fact], budget: int, most: int) -> tuple[list[Fact], l
     each: the facts the person stated early (who they are, where the work lives, what was
     settled) are never stated again, while the latest are still quoted whole in the brief of
     their own span."""
-    turn: dict[str, int] = {}
+    turn: dict[tuple[bool, str], int] = {}
     ranked = []
     for i, fact in sorted(enumerate(facts), key=lambda p: p[1].seq):
-        turn[fact.kind] = turn.get(fact.kind, -1) + 1
-        ranked.append((turn[fact.kind], KINDS.index(fact.kind), i))
+        kind = (fact.noted, fact.kind)
+        turn[kind] = turn.get(kind, -1) + 1
+        ranked.append((fact.noted, turn[kind], KINDS.index(fact.kind), i))
     kept_at, used = set(), 0
     for *_, i in sorted(ranked):
         size = len(facts[i].line()) + 1

@@ -51,6 +51,11 @@ class Compaction(UsageColumns):
     status = models.CharField(max_length=12, choices=Status.choices, default=Status.RUNNING)
     error = models.TextField(blank=True)
     duration_ms = models.PositiveIntegerField(default=0)
+    # The key facts of what the summary replaces (compaction/key_facts.py): how many, how many
+    # it states, and the ones it lost (each with the words around it), as the divider says them.
+    facts_total = models.PositiveIntegerField(default=0)
+    facts_kept = models.PositiveIntegerField(default=0)
+    facts_lost = models.JSONField(default=list, blank=True)
     # The user changed the model's summary before approving it (review mode).
     edited = models.BooleanField(default=False)
     # Restored by an import of an export (chat/imports.py), not made here: its summary and

@@ -1,5 +1,7 @@
 """Asking a model for the summary: over the conversation's cached prefix while it is warm, else
 over a separate transcript, and falling back to the rule-based brief on any fault. Never empty.
+A model's summary that leaves out key facts of what it replaces (compaction/key_facts.py) is
+sent back once, with them named, to be revised.
 
 The caller gives the client, the window and the tools the conversation's requests offer (so a
 request over the prefix matches the chat's byte for byte); nothing here reads the database.
@@ -11,10 +13,15 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from datetime import datetime, timedelta
 
-from compaction import brief, chunks
+from compaction import brief, chunks, key_facts
 from compaction.entries import Entry
+from compaction.key_facts import KeyFact
 from compaction.policy import Budget
-from compaction.prompt import build_prefix_request, build_summary_request
+from compaction.prompt import (
+    build_prefix_request,
+    build_revision_request,
+    build_summary_request,
+)
 from compaction.state import WindowState
 from providers import registry
 from providers.tokens import CHARS_PER_TOKEN, estimate_content
@@ -59,6 +66,66 @@ def over_prefix(
 
 
 async def summarise(
+    client,
+    model: str,
+    entries: list[Entry],
+    previous_summary: str | None,
+    instructions: str = "",
+    *,
+    revise: bool = True,
+    budget: int | None = None,
+    max_tokens: int = 4096,
+    max_chars: int = 6000,
+    over_prefix: Request | None = None,
+    on_part: Callable[[int, int], Awaitable[None]] | None = None,
+) -> brief.SummaryResult:
+    """The summary (see `_first`), with one chance back for the key facts it lost: when the
+    model wrote it, some facts of what it replaces are missing and `revise` is on, the model
+    is asked once to revise it with them (`revised`)."""
+    result = await _first(
+        client,
+        model,
+        entries,
+        previous_summary,
+        instructions,
+        budget=budget,
+        max_tokens=max_tokens,
+        max_chars=max_chars,
+        over_prefix=over_prefix,
+        on_part=on_part,
+    )
+    if not revise or result.summariser != "model":
+        return result
+    found = key_facts.of_span(entries, previous_summary)
+    if not key_facts.lost(found, result.summary):
+        return result
+    return await revised(client, model, result, found, max_tokens)
+
+
+async def revised(
+    client, model: str, result: brief.SummaryResult, found: list[KeyFact], max_tokens: int
+) -> brief.SummaryResult:
+    """`result` revised by the model with the facts of `found` it lost, if the answer is a
+    whole <summary> that loses fewer and grows by little more than them; else (a fault, an
+    answer cut short, without a summary, no better or far longer) `result` as it was."""
+    lost = key_facts.lost(found, result.summary)
+    system, messages = build_revision_request(result.summary, [f.text for f in lost])
+    request = Request(model=model, system=system, messages=messages, max_tokens=max_tokens)
+    try:
+        final = await registry.complete(client, request)
+    except Exception:  # a provider fault keeps the first summary: it is already a good one
+        return result
+    spent = result.usage.plus(final.usage)
+    summary = brief.clean_summary(final.text) if final.stop_reason != "max_tokens" else None
+    # A revision adds the facts: one that grows by much more than them would take the window's
+    # room the compaction is for.
+    room = len(result.summary) + 2 * sum(len(f.text) + 3 for f in lost) + 200
+    if summary is None or len(summary) > room or len(key_facts.lost(found, summary)) >= len(lost):
+        return replace(result, usage=spent)
+    return replace(result, summary=summary, raw_output=final.text, usage=spent)
+
+
+async def _first(
     client,
     model: str,
     entries: list[Entry],

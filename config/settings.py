@@ -279,6 +279,10 @@ PROMPT_CACHING = env_bool("PROMPT_CACHING", True)
 # tools and messages, the request appended) while that prefix is cached; off: always a separate
 # transcript request (bench/cache.py compares the two).
 SUMMARY_READS_CACHE = env_bool("SUMMARY_READS_CACHE", True)
+# A model's summary that leaves out key facts of what it replaces (compaction/key_facts.py) is
+# sent back once, with them named, to be revised (compaction/summariser.revised); off: the
+# first summary is kept as it is (the boundary still counts what it lost).
+SUMMARY_REVISES_FACTS = env_bool("SUMMARY_REVISES_FACTS", True)
 LLM_MAX_RETRIES = env_int("LLM_MAX_RETRIES", 2, minimum=0)
 # A streaming reply's text goes out to the browsers at most this often (deltas are coalesced),
 # so the cost of fanning it out does not grow with the number of tokens. Every frame costs the

@@ -152,6 +152,9 @@ async def test_export_import_export_gives_the_same_conversation(
     assert len(first["messages"]) == 13 and first["branch_end"] == 11
     assert [c["status"] for c in first["compactions"]] == ["committed", "undone", "committed"]
     assert [m["seq"] for m in first["messages"] if m["pinned"]] == [1, 9]
+    # Each boundary counted the key facts its summary kept ("Summary number 1." keeps none).
+    facts = first["compactions"][0]["facts"]
+    assert facts["total"] > 0 and facts["kept"] + len(facts["lost"]) == facts["total"]
     assert any(b["type"] == "tool_use" for b in first["messages"][3]["content"])
     assert sum(m["tokens"] for m in first["messages"]) > 3_000  # over the budget, whole
 
@@ -254,6 +257,10 @@ REFUSED = {
     "a pin that is not true or false": (
         lambda d: d["messages"][0].update(pinned="yes"),
         "Message 1's pinned is a string; it must be true or false",
+    ),
+    "facts that do not add up": (
+        lambda d: d["compactions"][0].update(facts={"total": 3, "kept": 1, "lost": ["port 1"]}),
+        '"lost" must list the others, one string each',
     ),
     "compactions that are not a list": (
         lambda d: (d.update(compactions={"id": 7}), d["messages"][1].pop("window_boundary")),

@@ -310,6 +310,7 @@ async def test_a_compaction_lands_between_two_steps_when_the_results_fill_the_wi
     from providers.tokens import estimate_content
 
     settings.CONTEXT_BUDGET_TOKENS = 4000  # reserve 400, tail 1,000
+    settings.SUMMARY_REVISES_FACTS = False  # three requests: no revision of the summary's facts
     for seq in range(1, 5):  # about 670 estimated tokens each: the window fits, with room
         content = [
             {"type": "text", "text": f"Turn {seq}: " + " ".join(f"note{i}" for i in range(250))}

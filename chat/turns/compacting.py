@@ -55,6 +55,7 @@ async def run(opened: Opened) -> Compaction:
             opened.older,
             opened.state.summary,
             row.instructions,
+            revise=settings.SUMMARY_REVISES_FACTS,
             budget=opened.state.budget.total,
             max_tokens=settings.SUMMARY_MAX_TOKENS,
             max_chars=summariser.fallback_chars(

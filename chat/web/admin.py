@@ -9,7 +9,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin
 from django.db.models import Prefetch
 from django.urls import reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 
 from chat.models import Conversation, Message, Pin
 from chat.transcript import current_branch
@@ -200,11 +200,15 @@ class CompactionAdmin(Unchangeable, admin.ModelAdmin):
                 ]
             },
         ),
-        ("Summary beside the model's raw output", {"fields": [("summary", "raw_output_shown")]}),
+        (
+            "Summary beside the model's raw output",
+            {"fields": [("summary", "raw_output_shown"), "key_facts"]},
+        ),
     ]
     readonly_fields = [f.name for f in Compaction._meta.fields] + [
         "compacted_span",
         "raw_output_shown",
+        "key_facts",
     ]
     inlines = [ReviewInline]
 
@@ -239,6 +243,17 @@ class CompactionAdmin(Unchangeable, admin.ModelAdmin):
         if obj.summariser == "rules":
             return "none — rule-based summary, no model output"
         return "none"
+
+    @admin.display(description="Key facts")
+    def key_facts(self, obj: Compaction) -> str:
+        """How many key facts of what it replaced the summary states, and the ones it lost."""
+        if not obj.facts_total:
+            return "none counted"
+        kept = f"kept {obj.facts_kept:,} of {obj.facts_total:,}"
+        if not obj.facts_lost:
+            return kept
+        lost = format_html_join("", "<li>{}</li>", ((fact,) for fact in obj.facts_lost))
+        return format_html("{}; lost:<ul>{}</ul>", kept, lost)
 
     @admin.display(description="Compacted span")
     def compacted_span(self, obj: Compaction) -> str:
