@@ -27,6 +27,7 @@ from chat.models import UNSTARTED
 from chat.search_index import MARK_CLOSE, MARK_OPEN
 from chat.transcript import trees
 from core.db import as_datetime
+from search import semantic
 from search.query import Query, parse
 
 MAX_LIMIT = 50
@@ -104,9 +105,17 @@ def _search(
     if excluded:
         scope += f" AND m.seq NOT IN ({', '.join(['%s'] * len(excluded))})"
         params += excluded
-    if connection.vendor == "postgresql":
-        return _postgres(query, scope, params, limit)
-    return _sqlite(query, scope, params, limit)
+    lexical = _postgres if connection.vendor == "postgresql" else _sqlite
+    hits = lexical(query, scope, params, semantic.lexical_limit(limit))
+    return semantic.hybrid(
+        user,
+        query,
+        hits,
+        conversation_id=conversation_id,
+        before_seq=before_seq,
+        excluded=excluded,
+        limit=limit,
+    )
 
 
 def _scope(user, conversation_id: int | None, before_seq: int | None) -> tuple[str, list]:

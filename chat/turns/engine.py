@@ -20,7 +20,7 @@ import logging
 
 from django.conf import settings
 
-from chat import limits
+from chat import limits, vectors
 from chat.compactions import Opened
 from chat.events import ReplyStarted
 from chat.models import stale_before
@@ -101,6 +101,8 @@ def ensure_started() -> None:
     here = runtime.current().loop()
     if here.background is None or here.background.done():
         here.background = asyncio.get_running_loop().create_task(_background())
+    if here.embedding is None or here.embedding.done():
+        here.embedding = asyncio.get_running_loop().create_task(_embedding())
 
 
 async def _background() -> None:
@@ -112,6 +114,18 @@ async def _background() -> None:
             await liveness.forget_idle()
         except Exception:
             log.exception("heartbeat or sweep failed; trying again")
+        await asyncio.sleep(settings.TURN_HEARTBEAT_SECONDS)
+
+
+async def _embedding() -> None:
+    """Settled messages get their vectors here, after they committed and off every turn's path
+    (a turn runs no query for them); its own task, so a long backlog (an import) never delays
+    a heartbeat. What a dying process left is still pending at the next round, anywhere."""
+    while True:
+        try:
+            await vectors.embed_round()
+        except Exception:
+            log.exception("embedding settled messages failed; trying again")
         await asyncio.sleep(settings.TURN_HEARTBEAT_SECONDS)
 
 

@@ -1,0 +1,103 @@
+"""Messages' vectors for search by meaning: which are missing, and storing them compactly.
+
+A settled message (complete, interrupted, error: no write changes it again) gets one vector of
+the configured embedder (providers/embeddings.py), as float16 bytes in `MessageVector`, half the
+size of float32 and as good for ranking. Nothing here runs in a turn: the engine's background
+task (chat/turns/engine.py) and the `embed_messages` command call `embed_pending` after the
+messages have committed, a batch at a time, and whatever a dying process left unembedded (or a
+model change made stale) is simply still pending at the next round.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+from django.db import connection
+
+from chat.models import SETTLED, MessageVector
+from core import db
+from providers import embeddings
+from providers.embeddings import Embedder
+
+BATCH = 256
+
+
+def pack(vector: np.ndarray) -> bytes:
+    return np.asarray(vector, dtype=np.float16).tobytes()
+
+
+def unpack(blobs: list[bytes], dimension: int) -> np.ndarray:
+    """Stored vectors as one float32 matrix, a row each."""
+    if not blobs:
+        return np.zeros((0, dimension), dtype=np.float32)
+    return (
+        np.frombuffer(b"".join(blobs), dtype=np.float16).reshape(-1, dimension).astype(np.float32)
+    )
+
+
+def pending(model: str, limit: int = BATCH) -> list[tuple[int, str]]:
+    """(id, searchable text) of settled messages with no vector of `model`, oldest first."""
+    statuses = [str(status) for status in SETTLED]
+    marks = ", ".join(["%s"] * len(statuses))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT m.id, m.search_text FROM chat_message m "  # noqa: S608 - marks are ours
+            "LEFT JOIN chat_messagevector v ON v.message_id = m.id AND v.model = %s "
+            f"WHERE v.message_id IS NULL AND m.status IN ({marks}) ORDER BY m.id LIMIT %s",
+            [model, *statuses, limit],
+        )
+        return cursor.fetchall()
+
+
+def remaining(model: str) -> int:
+    """How many settled messages have no vector of `model` (the backfill's progress)."""
+    statuses = [str(status) for status in SETTLED]
+    marks = ", ".join(["%s"] * len(statuses))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM chat_message m "  # noqa: S608 - marks are ours
+            "LEFT JOIN chat_messagevector v ON v.message_id = m.id AND v.model = %s "
+            f"WHERE v.message_id IS NULL AND m.status IN ({marks})",
+            [model, *statuses],
+        )
+        return cursor.fetchone()[0]
+
+
+def store(embedder: Embedder, ids: list[int], matrix: np.ndarray) -> None:
+    """One row per message (a vector of another model replaced), in one statement."""
+    rows = [
+        MessageVector(
+            message_id=pk, model=embedder.name, dimension=matrix.shape[1], vector=pack(row)
+        )
+        for pk, row in zip(ids, matrix, strict=True)
+    ]
+    MessageVector.objects.bulk_create(
+        rows,
+        update_conflicts=True,
+        unique_fields=["message"],
+        update_fields=["model", "dimension", "vector"],
+    )
+
+
+def embed_pending(embedder: Embedder | None, limit: int = BATCH) -> int:
+    """Embed and store one batch of pending messages; how many (0: none left)."""
+    if embedder is None:
+        return 0
+    batch = pending(embedder.name, limit)
+    if batch:
+        store(embedder, [pk for pk, _ in batch], embedder.embed([text for _, text in batch]))
+    return len(batch)
+
+
+async def embed_round() -> int:
+    """Vectors for every message settled since the last round (the engine's background task):
+    the database's part on its threads, the model's on another, so no turn's query waits
+    behind the embedding. How many were embedded."""
+    embedder = await asyncio.to_thread(embeddings.embedder)  # the first call loads the model
+    done = 0
+    while embedder is not None and (batch := await db.run(pending, embedder.name)):
+        matrix = await asyncio.to_thread(embedder.embed, [text for _, text in batch])
+        await db.run(store, embedder, [pk for pk, _ in batch], matrix)
+        done += len(batch)
+    return done
