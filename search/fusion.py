@@ -2,8 +2,11 @@
 
 Each list's scores are min-max normalised over the candidates (the best 1, the worst 0), so
 bm25's unbounded scores and cosines in [-1, 1] weigh alike, and summed with `WEIGHT` for the
-semantic side. Tuned on bench/recall_semantic.py: a min-max sum beat reciprocal-rank fusion
-there, as in the issue's offline measurements, and 0.5/0.5 was the best of the weights tried.
+semantic side (a min-max sum beat reciprocal-rank fusion in the issue's offline measurements).
+Tuned on bench/recall_semantic.py (bench/RESULTS.md): 0.6 finds the most paraphrased questions'
+answers of the weights that still put every literal question's answer first (by its words or by
+an exact identifier, a port, an error code: a static model reads "E4312" and "E4313" alike);
+0.5 finds fewer paraphrases, 0.7 and more start to lose literal answers from the first place.
 
 Before a query is embedded, the words a large share of the searched messages hold (the
 speakers' names in an imported chat, the project's name) are dropped: a static model averages
@@ -14,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
 
-WEIGHT = 0.5  # the semantic share of the fused score
+WEIGHT = 0.6  # the semantic share of the fused score
 # A word held by at least this share of the searched messages says nothing about which.
 FREQUENT_SHARE = 0.2
 

@@ -11,10 +11,12 @@ before a point and off other branches for the model.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import replace
 
 import numpy as np
+from django.db import connection
 from django.db.models import Count, Q
 
 from chat.models import UNSTARTED, Message, MessageVector
@@ -97,11 +99,14 @@ def _meaningful(scope, words: list[str]) -> list[str]:
     if len(words) < 2:
         return words
     sample = Message.objects.filter(pk__in=scope.order_by("-pk").values("pk")[:SAMPLE])
+    # Whole words ("car" is not in "Caroline"): PostgreSQL's regular expressions mark a word's
+    # edges \m and \M, SQLite's (Python's, through Django) \b.
+    edge = ("\\m", "\\M") if connection.vendor == "postgresql" else ("\\b", "\\b")
     counts = sample.aggregate(
         total=Count("pk"),
         **{
-            f"w{i}": Count("pk", filter=Q(search_text__icontains=word))
-            for i, word in enumerate(words)
+            f"w{i}": Count("pk", filter=Q(search_text__iregex=edge[0] + re.escape(w) + edge[1]))
+            for i, w in enumerate(words)
         },
     )
     holding = {word: counts[f"w{i}"] for i, word in enumerate(words)}

@@ -38,9 +38,9 @@ def test_min_max_rescales_to_the_unit_range():
 def test_fuse_sums_the_normalised_scores_with_the_weight():
     lexical = {"a": 12.0, "b": 4.0, "c": 8.0}
     semantic = {"a": 0.1, "c": 0.9, "d": 0.5}
-    assert fuse(lexical, semantic) == [("c", 0.75), ("a", 0.5), ("d", 0.25), ("b", 0.0)]
+    assert fuse(lexical, semantic, weight=0.5) == [("c", 0.75), ("a", 0.5), ("d", 0.25), ("b", 0.0)]
     assert fuse(lexical, semantic, weight=0.25)[:2] == [("a", 0.75), ("c", 0.625)]
-    assert fuse({}, {"d": 0.3}) == [("d", 0.5)]
+    assert fuse({}, {"d": 0.3}, weight=0.5) == [("d", 0.5)]
 
 
 def test_words_most_messages_hold_are_dropped_unless_they_are_all_the_query_has():
