@@ -3,7 +3,7 @@
 A settled message (complete, interrupted, error: no write changes it again) gets one vector of
 the configured embedder (providers/embeddings.py), as float16 bytes in `MessageVector`, half the
 size of float32 and as good for ranking. Nothing here runs in a turn: the engine's background
-task (chat/turns/engine.py) and the `embed_messages` command call `embed_pending` after the
+task (chat/turns/engine.py) and the `embed_messages` command embed them after the
 messages have committed, a batch at a time, and whatever a dying process left unembedded (or a
 model change made stale) is simply still pending at the next round.
 """
@@ -11,6 +11,7 @@ model change made stale) is simply still pending at the next round.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 
 import numpy as np
 from django.db import connection
@@ -36,16 +37,19 @@ def unpack(blobs: list[bytes], dimension: int) -> np.ndarray:
     )
 
 
-def pending(model: str, limit: int = BATCH) -> list[tuple[int, str]]:
-    """(id, searchable text) of settled messages with no vector of `model`, oldest first."""
+def pending(model: str, limit: int = BATCH, after: int = 0) -> list[tuple[int, str]]:
+    """(id, searchable text) of settled messages with no vector of `model`, oldest first, from
+    id `after` on: a run of batches goes on where the last ended instead of walking again past
+    every message it has just embedded."""
     statuses = [str(status) for status in SETTLED]
     marks = ", ".join(["%s"] * len(statuses))
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT m.id, m.search_text FROM chat_message m "  # noqa: S608 - marks are ours
             "LEFT JOIN chat_messagevector v ON v.message_id = m.id AND v.model = %s "
-            f"WHERE v.message_id IS NULL AND m.status IN ({marks}) ORDER BY m.id LIMIT %s",
-            [model, *statuses, limit],
+            f"WHERE v.message_id IS NULL AND m.status IN ({marks}) AND m.id > %s "
+            "ORDER BY m.id LIMIT %s",
+            [model, *statuses, after, limit],
         )
         return cursor.fetchall()
 
@@ -80,14 +84,14 @@ def store(embedder: Embedder, ids: list[int], matrix: np.ndarray) -> None:
     )
 
 
-def embed_pending(embedder: Embedder | None, limit: int = BATCH) -> int:
-    """Embed and store one batch of pending messages; how many (0: none left)."""
-    if embedder is None:
-        return 0
-    batch = pending(embedder.name, limit)
-    if batch:
+def embed_batches(embedder: Embedder, limit: int = BATCH) -> Iterator[int]:
+    """Embed and store every pending message, a batch at a time (the backfill), yielding each
+    batch's size."""
+    after = 0
+    while batch := pending(embedder.name, limit, after):
         store(embedder, [pk for pk, _ in batch], embedder.embed([text for _, text in batch]))
-    return len(batch)
+        after = batch[-1][0]
+        yield len(batch)
 
 
 async def embed_round() -> int:
@@ -95,9 +99,9 @@ async def embed_round() -> int:
     the database's part on its threads, the model's on another, so no turn's query waits
     behind the embedding. How many were embedded."""
     embedder = await asyncio.to_thread(embeddings.embedder)  # the first call loads the model
-    done = 0
-    while embedder is not None and (batch := await db.run(pending, embedder.name)):
+    done, after = 0, 0
+    while embedder is not None and (batch := await db.run(pending, embedder.name, BATCH, after)):
         matrix = await asyncio.to_thread(embedder.embed, [text for _, text in batch])
         await db.run(store, embedder, [pk for pk, _ in batch], matrix)
-        done += len(batch)
+        done, after = done + len(batch), batch[-1][0]
     return done

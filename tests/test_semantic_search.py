@@ -80,7 +80,7 @@ def test_hybrid_ranks_a_paraphrases_answer_first_where_words_alone_rank_it_lower
     assert lexical[0].seq != seq_of(conversation, ANSWER)  # "kind", "make": the distractors
     fake = ConceptEmbedder(CONCEPTS)
     embeddings.register(fake)
-    vectors.embed_pending(fake)
+    sum(vectors.embed_batches(fake))
     hybrid = search(alice, QUESTION, conversation_id=conversation.pk)
     assert hybrid[0].seq == seq_of(conversation, ANSWER)
     # Every message holds "caroline", a third of them "kind" and "make": the query was
@@ -95,7 +95,7 @@ def test_a_message_found_by_meaning_alone_is_a_hit_with_its_opening_words(alice,
     conversation = chat(alice, ["We adopted a puppy last spring", *DISTRACTORS])
     fake = ConceptEmbedder(CONCEPTS)
     embeddings.register(fake)
-    vectors.embed_pending(fake)
+    sum(vectors.embed_batches(fake))
     hits = search(alice, "Any animal at home?", conversation_id=conversation.pk)
     assert [(h.seq, h.snippet, h.role) for h in hits] == [
         (1, "We adopted a puppy last spring", "user")
@@ -122,7 +122,7 @@ def test_the_builtin_model_finds_a_paraphrase_with_no_word_in_common(
     )
     question = "Which pet joined your household?"
     assert search(alice, question, conversation_id=conversation.pk) == []  # not one word
-    vectors.embed_pending(embeddings.embedder())
+    sum(vectors.embed_batches(embeddings.embedder()))
     hits = search(alice, question, conversation_id=conversation.pk)
     assert hits[0].seq == seq_of(conversation, statement)
 
@@ -133,7 +133,7 @@ def test_search_by_meaning_never_reaches_another_users_messages(alice, bob, fres
     mine = chat(alice, DISTRACTORS)
     fake = ConceptEmbedder(CONCEPTS)
     embeddings.register(fake)
-    vectors.embed_pending(fake)
+    sum(vectors.embed_batches(fake))
     assert search(alice, "a pet dog") == []
     assert search(alice, "a pet dog", conversation_id=mine.pk) == []
     assert [h.snippet for h in search(bob, "a pet dog")] == ["My puppy chewed the sofa"]

@@ -29,7 +29,7 @@ class Command(BaseCommand):
             raise CommandError("--batch must be at least 1.")
         total = vectors.remaining(embedder.name)
         started, done = time.monotonic(), 0
-        while count := vectors.embed_pending(embedder, batch):
+        for count in vectors.embed_batches(embedder, batch):
             done += count
             self.stderr.write(progress(done, total, time.monotonic() - started), ending="")
             self.stderr.flush()
