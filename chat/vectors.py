@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import numpy as np
 from django.db import connection
 
-from chat.models import SETTLED, MessageVector
+from chat.models import SETTLED, Message, MessageVector
 from core import db
 from providers import embeddings
 from providers.embeddings import Embedder
@@ -94,14 +94,34 @@ def embed_batches(embedder: Embedder, limit: int = BATCH) -> Iterator[int]:
         yield len(batch)
 
 
-async def embed_round() -> int:
-    """Vectors for every message settled since the last round (the engine's background task):
-    the database's part on its threads, the model's on another, so no turn's query waits
-    behind the embedding. How many were embedded."""
+def floor_now() -> int:
+    """Every message up to this id is settled or never will be: one before the oldest queued or
+    streaming message, else the latest id. Cheap: the partial indexes on those statuses and the
+    primary key answer it."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT (SELECT min(id) FROM chat_message WHERE status = %s), "
+            "(SELECT min(id) FROM chat_message WHERE status = %s), "
+            "(SELECT max(id) FROM chat_message)",
+            [str(Message.Status.QUEUED), str(Message.Status.STREAMING)],
+        )
+        queued, streaming, latest = cursor.fetchone()
+    return min([pk - 1 for pk in (queued, streaming) if pk is not None] + [latest or 0])
+
+
+async def embed_round(floor: int = 0) -> tuple[int, int]:
+    """Vectors for the messages settled since the last round (the engine's background task),
+    from id `floor` on (0: every message): the database's part on its threads, the model's on
+    another, so no turn's query waits behind the embedding. Returns how many were embedded,
+    and the next round's floor, taken before this round looked: what settles meanwhile is
+    above it."""
     embedder = await asyncio.to_thread(embeddings.embedder)  # the first call loads the model
-    done, after = 0, 0
-    while embedder is not None and (batch := await db.run(pending, embedder.name, BATCH, after)):
+    if embedder is None:
+        return 0, 0
+    next_floor = await db.run(floor_now)
+    done, after = 0, floor
+    while batch := await db.run(pending, embedder.name, BATCH, after):
         matrix = await asyncio.to_thread(embedder.embed, [text for _, text in batch])
         await db.run(store, embedder, [pk for pk, _ in batch], matrix)
         done, after = done + len(batch), batch[-1][0]
-    return done
+    return done, next_floor

@@ -53,14 +53,23 @@ async def test_settled_messages_get_float16_vectors_and_unsent_ones_wait(alice, 
     await sync_to_async(add)(conversation, "my dog", "a painting")
     await sync_to_async(add)(conversation, "queued", status="queued")
     await sync_to_async(add)(conversation, "still streaming", status="streaming")
-    assert await vectors.embed_round() == 2
+    embedded, floor = await vectors.embed_round()
+    assert embedded == 2
+    queued = await Message.objects.aget(status="queued")
+    assert floor == queued.pk - 1  # the next round looks from the oldest unsettled message on
     rows = [row async for row in MessageVector.objects.order_by("message_id")]
     assert [(r.model, r.dimension, len(r.vector)) for r in rows] == [("fake-concepts", 3, 6)] * 2
     found = await sync_to_async(stored)(conversation)
     assert found[1].tolist() == [1, 0, 0] and found[2].tolist() == [0, 1, 0]
-    assert await vectors.embed_round() == 0  # nothing left: nothing embedded again
+    assert (await vectors.embed_round(floor))[0] == 0  # nothing left: nothing embedded again
     await Message.objects.filter(status="streaming").aupdate(status="complete")
-    assert await vectors.embed_round() == 1  # settled later (or left by a dead process)
+    # Settled later (or left by a dead process): found above the floor.
+    assert await vectors.embed_round(floor) == (1, queued.pk - 1)
+    await Message.objects.filter(status="queued").aupdate(status="cancelled")
+    assert await vectors.embed_round(floor) == (
+        0,
+        await Message.objects.order_by("-pk").values_list("pk", flat=True).afirst(),
+    )
 
 
 async def test_a_vector_of_another_model_is_made_again(alice, embedder):
@@ -68,7 +77,7 @@ async def test_a_vector_of_another_model_is_made_again(alice, embedder):
     await sync_to_async(add)(conversation, "my dog")
     await vectors.embed_round()
     embeddings.register(ConceptEmbedder({"a": "dog", "b": "cat", "c": "x", "d": "y"}, "other"))
-    assert await vectors.embed_round() == 1
+    assert (await vectors.embed_round())[0] == 1
     row = await MessageVector.objects.aget()
     assert (row.model, row.dimension) == ("other", 4)
 
@@ -87,7 +96,7 @@ async def test_a_plain_turn_runs_no_query_for_vectors_and_is_embedded_after(
     assert len(with_embedder) == len(without)
     assert not [q.sql for q in with_embedder if "messagevector" in q.sql]
     # After the turns committed: every message, the turns' own included.
-    assert await vectors.embed_round() == await Message.objects.acount() == 26
+    assert (await vectors.embed_round())[0] == await Message.objects.acount() == 26
 
 
 @pytest.mark.usefixtures("channel_layer")
