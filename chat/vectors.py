@@ -96,17 +96,20 @@ def embed_batches(embedder: Embedder, limit: int = BATCH) -> Iterator[int]:
 
 def floor_now() -> int:
     """Every message up to this id is settled or never will be: one before the oldest queued or
-    streaming message, else the latest id. Cheap: the partial indexes on those statuses and the
-    primary key answer it."""
+    streaming message, else the latest id. Cheap: the partial indexes on those statuses list
+    their few rows (min(id) over the table would walk it in id order looking for one), and the
+    primary key gives the latest."""
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT (SELECT min(id) FROM chat_message WHERE status = %s), "
-            "(SELECT min(id) FROM chat_message WHERE status = %s), "
-            "(SELECT max(id) FROM chat_message)",
+            "SELECT id FROM chat_message WHERE status = %s "
+            "UNION ALL SELECT id FROM chat_message WHERE status = %s",
             [str(Message.Status.QUEUED), str(Message.Status.STREAMING)],
         )
-        queued, streaming, latest = cursor.fetchone()
-    return min([pk - 1 for pk in (queued, streaming) if pk is not None] + [latest or 0])
+        unsettled = [pk for (pk,) in cursor.fetchall()]
+        if unsettled:
+            return min(unsettled) - 1
+        cursor.execute("SELECT max(id) FROM chat_message")
+        return cursor.fetchone()[0] or 0
 
 
 async def embed_round(floor: int = 0) -> tuple[int, int]:
