@@ -182,6 +182,7 @@ def measure(args) -> dict[tuple[str, str], list[tuple[bool, bool, bool]]]:
         return [int(i) + 1 for i in np.argsort(-cosines)], cosines
 
     results: dict[tuple[str, str], list[tuple[bool, bool, bool]]] = {}
+    spent = {"lexical": 0.0, "hybrid": 0.0}
 
     def note(name: str, ranked: list[int], seq: int) -> None:
         found = (seq in ranked[:1], seq in ranked[:5], seq in ranked[:10])
@@ -196,21 +197,32 @@ def measure(args) -> dict[tuple[str, str], list[tuple[bool, bool, bool]]]:
         question, seq = template.format(a=SPEAKERS[(planted[i] - 1) % 2]), planted[i]
         note("bm25", bm25_rank(texts, question), seq)
         settings.EMBEDDINGS = "none"
+        started = time.perf_counter()
+        search(user, question, conversation_id=conversation.pk)
+        spent["lexical"] += time.perf_counter() - started
         lexical = search(user, question, conversation_id=conversation.pk, limit=30)
         note("lexical", [h.seq for h in lexical], seq)
         note("semantic (all words)", semantic_rank(question, drop=False)[0], seq)
         ranked, cosines = semantic_rank(question)
         note("semantic", ranked, seq)
         settings.EMBEDDINGS = "builtin"
-        note(
-            "hybrid", [h.seq for h in search(user, question, conversation_id=conversation.pk)], seq
-        )
+        started = time.perf_counter()
+        hybrid = search(user, question, conversation_id=conversation.pk)
+        spent["hybrid"] += time.perf_counter() - started
+        note("hybrid", [h.seq for h in hybrid], seq)
         nearest = [s for s in ranked[:30] if cosines[s - 1] >= semantic.MIN_COSINE]
         lexical_scores = {h.seq: h.score for h in lexical}
         semantic_scores = {s: float(cosines[s - 1]) for s in {*lexical_scores, *nearest}}
         for weight in WEIGHTS:
             fused = fusion.fuse(lexical_scores, semantic_scores, weight)
             note(f"hybrid@{weight}", [s for s, _ in fused], seq)
+    print(
+        "one search (10 hits) takes "
+        + ", ".join(
+            f"{name} {seconds / len(asked) * 1000:.1f} ms" for name, seconds in spent.items()
+        )
+        + " on average"
+    )
     return results
 
 

@@ -62,16 +62,18 @@ def hybrid(
             "message__conversation_id", "message__seq", "dimension", "vector"
         )
     )
-    cosines: dict[tuple[int, int], float] = {}
+    keys = [(row[0], row[1]) for row in rows]
+    scores = np.zeros(len(rows), dtype=np.float32)
     if rows and np.any(vector):
-        matrix = unpack([bytes(row[3]) for row in rows], rows[0][2])
-        scores = matrix @ vector
-        cosines = {(row[0], row[1]): float(score) for row, score in zip(rows, scores, strict=True)}
+        scores = unpack([bytes(row[3]) for row in rows], rows[0][2]) @ vector
     lexical_scores = {(hit.conversation_id, hit.seq): hit.score for hit in lexical}
-    nearest = sorted(cosines, key=lambda key: -cosines[key])[: limit * WIDEN]
+    nearest = [keys[i] for i in np.argsort(-scores)[: limit * WIDEN] if scores[i] >= MIN_COSINE]
+    # A lexical hit with no vector yet (settled since the last round) scores the scope's worst.
+    worst = float(scores.min()) if len(scores) else 0.0
+    position = {key: i for i, key in enumerate(keys)}
     semantic_scores = {
-        key: cosines.get(key, min(cosines.values(), default=0.0))
-        for key in (*lexical_scores, *(k for k in nearest if cosines[k] >= MIN_COSINE))
+        key: float(scores[position[key]]) if key in position else worst
+        for key in (*lexical_scores, *nearest)
     }
     ranked = fusion.fuse(lexical_scores, semantic_scores)[:limit]
     found = {(hit.conversation_id, hit.seq): hit for hit in lexical}
@@ -100,12 +102,17 @@ def _meaningful(scope, words: list[str]) -> list[str]:
         return words
     sample = Message.objects.filter(pk__in=scope.order_by("-pk").values("pk")[:SAMPLE])
     # Whole words ("car" is not in "Caroline"): PostgreSQL's regular expressions mark a word's
-    # edges \m and \M, SQLite's (Python's, through Django) \b.
+    # edges \m and \M, SQLite's (Python's, through Django) \b. The plain substring test first,
+    # so the regular expression runs only on the few messages that hold the letters.
     edge = ("\\m", "\\M") if connection.vendor == "postgresql" else ("\\b", "\\b")
     counts = sample.aggregate(
         total=Count("pk"),
         **{
-            f"w{i}": Count("pk", filter=Q(search_text__iregex=edge[0] + re.escape(w) + edge[1]))
+            f"w{i}": Count(
+                "pk",
+                filter=Q(search_text__icontains=w)
+                & Q(search_text__iregex=edge[0] + re.escape(w) + edge[1]),
+            )
             for i, w in enumerate(words)
         },
     )
