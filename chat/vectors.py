@@ -46,9 +46,11 @@ def pending(model: str, limit: int = BATCH, after: int = 0) -> list[tuple[int, s
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT m.id, m.search_text FROM chat_message m "  # noqa: S608 - marks are ours
+            "JOIN chat_conversation c ON c.id = m.conversation_id "
             "LEFT JOIN chat_messagevector v ON v.message_id = m.id AND v.model = %s "
             f"WHERE v.message_id IS NULL AND m.status IN ({marks}) AND m.id > %s "
-            "ORDER BY m.id LIMIT %s",
+            # An import's messages wait for it to commit (chat/imports.py stages them).
+            "AND c.importing_id IS NULL ORDER BY m.id LIMIT %s",
             [model, *statuses, after, limit],
         )
         return cursor.fetchall()
@@ -61,8 +63,9 @@ def remaining(model: str) -> int:
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT count(*) FROM chat_message m "  # noqa: S608 - marks are ours
+            "JOIN chat_conversation c ON c.id = m.conversation_id "
             "LEFT JOIN chat_messagevector v ON v.message_id = m.id AND v.model = %s "
-            f"WHERE v.message_id IS NULL AND m.status IN ({marks})",
+            f"WHERE v.message_id IS NULL AND m.status IN ({marks}) AND c.importing_id IS NULL",
             [model, *statuses],
         )
         return cursor.fetchone()[0]
@@ -96,9 +99,9 @@ def embed_batches(embedder: Embedder, limit: int = BATCH) -> Iterator[int]:
 
 def floor_now() -> int:
     """Every message up to this id is settled or never will be: one before the oldest queued or
-    streaming message, else the latest id. Cheap: the partial indexes on those statuses list
-    their few rows (min(id) over the table would walk it in id order looking for one), and the
-    primary key gives the latest."""
+    streaming message or message of an import in progress, else the latest id. Cheap: the
+    partial indexes on those statuses list their few rows (min(id) over the table would walk it
+    in id order looking for one), and the primary key gives the latest."""
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT id FROM chat_message WHERE status = %s "
@@ -106,6 +109,15 @@ def floor_now() -> int:
             [str(Message.Status.QUEUED), str(Message.Status.STREAMING)],
         )
         unsettled = [pk for (pk,) in cursor.fetchall()]
+        cursor.execute("SELECT id FROM chat_conversation WHERE importing_id IS NOT NULL")
+        importing = [pk for (pk,) in cursor.fetchall()]
+        if importing:  # an import in progress: its messages are embedded once it commits
+            marks = ", ".join(["%s"] * len(importing))
+            cursor.execute(
+                f"SELECT min(id) FROM chat_message WHERE conversation_id IN ({marks})",  # noqa: S608
+                importing,
+            )
+            unsettled += [pk for (pk,) in cursor.fetchall() if pk is not None]
         if unsettled:
             return min(unsettled) - 1
         cursor.execute("SELECT max(id) FROM chat_message")

@@ -133,3 +133,25 @@ def test_embed_messages_needs_a_model(settings, fresh_runtime):
     settings.EMBEDDINGS = "none"
     with pytest.raises(CommandError, match="EMBEDDINGS is none"):
         call_command("embed_messages")
+
+
+async def test_an_import_is_embedded_once_it_has_committed(alice, embedder):
+    from django.utils import timezone
+
+    from chat.models import Import
+
+    run = await Import.objects.acreate(owner=alice, heartbeat_at=timezone.now())
+    staged = await Conversation.objects.acreate(
+        owner=alice, model="fake-model", importing=run, deleted_at=timezone.now()
+    )
+    await sync_to_async(add)(staged, "my dog", "a painting", "a puppy")
+    # Staged: not embedded, and the next round's floor stays below it.
+    assert await vectors.embed_round() == (0, await first_id(staged) - 1)
+    # The import commits: its conversation shows, and its messages are embedded at last.
+    await Conversation.objects.filter(pk=staged.pk).aupdate(importing=None, deleted_at=None)
+    floor = await first_id(staged) - 1
+    assert (await vectors.embed_round(floor))[0] == 3
+
+
+async def first_id(conversation) -> int:
+    return await conversation.messages.order_by("pk").values_list("pk", flat=True).afirst()
