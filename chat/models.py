@@ -304,3 +304,19 @@ class Import(models.Model):
 
     def __str__(self) -> str:
         return f"import by {self.owner_id} since {self.started_at:%Y-%m-%d %H:%M}"
+
+
+class MessageVector(models.Model):
+    """A message's meaning for search (chat/vectors.py): its embedding as float16 bytes, with
+    the model that made it. Written after the message settles, by a background sweep; a row of
+    another model than the configured one is made again."""
+
+    message = models.OneToOneField(
+        Message, on_delete=models.CASCADE, primary_key=True, related_name="+"
+    )
+    model = models.CharField(max_length=100)
+    dimension = models.PositiveSmallIntegerField()
+    vector = models.BinaryField()
+
+    def __str__(self) -> str:
+        return f"{self.model} vector of message {self.message_id}"

@@ -4,6 +4,7 @@ helpers, which fail loudly on a malformed value). docs/configuration.md lists ev
 from __future__ import annotations
 
 import hashlib
+import re
 import warnings
 from pathlib import Path
 
@@ -246,6 +247,21 @@ SIGNUPS_PER_HOUR = env_int("SIGNUPS_PER_HOUR", 5)  # per client address
 LOGIN_FAILURES_PER_15_MINUTES = env_int("LOGIN_FAILURES_PER_15_MINUTES", 10)  # per name, address
 IMPORTS_PER_HOUR = env_int("IMPORTS_PER_HOUR", 10)  # per user
 PASSWORD_RESETS_PER_HOUR = env_int("PASSWORD_RESETS_PER_HOUR", 5)  # per address, per email
+# Search by meaning (providers/embeddings.py): "builtin", the static model that ships inside its
+# package (no network); "none", lexical search only; or the URL of an OpenAI-compatible
+# embeddings endpoint (Ollama, vLLM, OpenAI, Voyage: http://localhost:11434/v1/embeddings),
+# asked for EMBEDDINGS_MODEL with EMBEDDINGS_API_KEY as its bearer token.
+EMBEDDINGS = env_str("EMBEDDINGS", "builtin").strip()
+EMBEDDINGS_MODEL = env_str("EMBEDDINGS_MODEL").strip()
+EMBEDDINGS_API_KEY = env_str("EMBEDDINGS_API_KEY")
+if EMBEDDINGS.lower() in {"builtin", "none"}:
+    EMBEDDINGS = EMBEDDINGS.lower()
+elif not re.fullmatch(r"https?://\S+", EMBEDDINGS):
+    raise ImproperlyConfigured(
+        f"EMBEDDINGS must be builtin, none or an embeddings endpoint's URL, got {EMBEDDINGS!r}"
+    )
+elif not EMBEDDINGS_MODEL:
+    raise ImproperlyConfigured("EMBEDDINGS is a server's URL: EMBEDDINGS_MODEL must name its model")
 # "anthropic" or "demo"; empty picks anthropic when a key or base URL is set, else demo.
 LLM_PROVIDER = env_str("LLM_PROVIDER").strip().lower()
 if LLM_PROVIDER not in {"", "anthropic", "demo"}:

@@ -15,6 +15,9 @@ SENDS_PER_MINUTE = REPLIES_AT_ONCE = COMPACTIONS_PER_HOUR = 100_000
 SIGNUPS_PER_HOUR = LOGIN_FAILURES_PER_15_MINUTES = 100_000
 IMPORTS_PER_HOUR = PASSWORD_RESETS_PER_HOUR = 100_000
 DEMO_WORD_DELAY_MS = 0
+# Search is lexical in tests unless one turns embeddings on (tests/test_semantic_*.py): vectors
+# written by a background sweep would otherwise make other tests' hits depend on its timing.
+EMBEDDINGS = "none"
 # Async code's database calls (core/db.py) close their connections after each one, so none
 # outlives a test (PostgreSQL cannot drop a test database that still has connections).
 DATABASES["default"]["CONN_MAX_AGE"] = 0

@@ -61,6 +61,7 @@ class Loop:
     # conversation -> the tasks driving its steps
     drivers: defaultdict[int, set[asyncio.Task]] = field(default_factory=lambda: defaultdict(set))
     background: asyncio.Task | None = None  # heartbeat and sweep
+    embedding: asyncio.Task | None = None  # settled messages' vectors (chat/vectors.py)
     listener: asyncio.Task | None = None  # Stop, from any process
     channel: str | None = None  # the listener's channel
     # conversation -> when this process last streamed one of its replies, for those whose control
@@ -86,6 +87,7 @@ class Runtime:
         self.chart_points = Lru(1000)  # (conversation, boundary) -> points before it
         self.registered: dict[str, Any] = {}  # model ("" = every model) -> client
         self.clients: dict[Any, Any] = {}  # configuration -> client built from the settings
+        self.registered_embedder: Any = None  # in place of EMBEDDINGS (providers/embeddings.py)
         # Small values worked out once, from what does not change while the process runs (the
         # URL pattern every bubble's pin button fills in: reverse() walks the URLconf).
         self.memo: dict[str, Any] = {}

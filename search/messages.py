@@ -29,6 +29,7 @@ from chat.models import UNSTARTED
 from chat.search_index import MARK_CLOSE, MARK_OPEN
 from chat.transcript import trees
 from core.db import as_datetime
+from search import semantic
 from search.context import CONTEXT_WEIGHT, Key, Match, givers, in_context, pool
 from search.query import Query, parse
 
@@ -72,7 +73,7 @@ def search(
 ) -> list[Hit]:
     """People's search: the best `limit` messages of `user`'s conversations (or one of them)
     for `text`, every version included, those off the branch on screen marked."""
-    hits = lexical(user, parse(text), Scope(conversation_id), limit=limit)
+    hits = ranked(user, parse(text), Scope(conversation_id), limit=limit)
     forked = trees({hit.conversation_id for hit in hits}) if hits else {}
     return [
         replace(hit, fork=tree.fork_of(hit.seq))
@@ -101,7 +102,7 @@ def search_branch(
     high = None if end is None else end - 1
     off = tuple(tree.off_branch(end, high=high)) if tree else ()
     scope = Scope(conversation_id, end, off, others=everywhere)
-    hits = lexical(user, query, scope, limit=limit)
+    hits = ranked(user, query, scope, limit=limit)
     if not everywhere:
         return hits
     # Other versions in the other conversations are not what happened there either.
@@ -122,6 +123,13 @@ class Scope:
     before_seq: int | None = None  # in that conversation, only the messages before this one
     excluded: tuple[int, ...] = ()  # in that conversation, these seqs left out
     others: bool = False  # that conversation as above, and the user's others whole
+
+
+def ranked(user, query: Query, scope: Scope, *, limit: int) -> list[Hit]:
+    """The one ranking people and the model search with: the lexical hits fused with the
+    messages nearest in meaning (search/semantic.py; with EMBEDDINGS=none, the lexical hits)."""
+    found = lexical(user, query, scope, limit=semantic.lexical_limit(limit))
+    return semantic.hybrid(user, query, found, scope, limit=limit)
 
 
 def lexical(

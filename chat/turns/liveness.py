@@ -129,7 +129,7 @@ async def shutdown(timeout: float = 10) -> None:
     """Stop everything this loop runs: replies close as interrupted with their text,
     compactions as failed, so nothing waits for a stale heartbeat after a clean restart."""
     here = runtime.current().loop()
-    for task in (here.background, here.listener):
+    for task in (here.background, here.embedding, here.listener):
         if task is not None:
             task.cancel()
     drivers = [t for tasks in here.drivers.values() for t in tasks]
@@ -137,9 +137,9 @@ async def shutdown(timeout: float = 10) -> None:
         task.cancel()
     if drivers:
         await asyncio.wait(drivers, timeout=timeout)
-    for task in (here.background, here.listener):
+    for task in (here.background, here.embedding, here.listener):
         if task is not None:
             with contextlib.suppress(BaseException):
                 await task
-    here.background = here.listener = here.channel = None
+    here.background = here.embedding = here.listener = here.channel = None
     here.listening.clear()

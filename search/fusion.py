@@ -1,0 +1,56 @@
+"""Combining the lexical and the semantic scores of one search: plain functions over plain values.
+
+Each list's scores are min-max normalised over the candidates (the best 1, the worst 0), so
+bm25's unbounded scores and cosines in [-1, 1] weigh alike, and summed with `WEIGHT` for the
+semantic side (a min-max sum beat reciprocal-rank fusion in the issue's offline measurements).
+Tuned on bench/recall_semantic.py (bench/RESULTS.md): 0.6 finds the most paraphrased questions'
+answers of the weights that still put every literal question's answer first (by its words or by
+an exact identifier, a port, an error code: a static model reads "E4312" and "E4313" alike);
+0.5 finds fewer paraphrases, 0.7 and more start to lose literal answers from the first place.
+
+Before a query is embedded, the words a large share of the searched messages hold (the
+speakers' names in an imported chat, the project's name) are dropped: a static model averages
+its words, and one word every message holds would pull the query towards all of them alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping, Sequence
+
+WEIGHT = 0.6  # the semantic share of the fused score
+# A word held by at least this share of the searched messages says nothing about which.
+FREQUENT_SHARE = 0.2
+
+
+def min_max[K: Hashable](scores: Mapping[K, float]) -> dict[K, float]:
+    """Scores rescaled to [0, 1]; all equal: all 1 (each is as good as the best)."""
+    if not scores:
+        return {}
+    low, high = min(scores.values()), max(scores.values())
+    if high == low:
+        return dict.fromkeys(scores, 1.0)
+    return {key: (value - low) / (high - low) for key, value in scores.items()}
+
+
+def fuse[K: Hashable](
+    lexical: Mapping[K, float], semantic: Mapping[K, float], weight: float = WEIGHT
+) -> list[tuple[K, float]]:
+    """Every candidate of either list with its fused score, best first. A candidate missing
+    from one list scores 0 there (the worst of that list's candidates)."""
+    lex, sem = min_max(lexical), min_max(semantic)
+    fused = {
+        key: (1 - weight) * lex.get(key, 0.0) + weight * sem.get(key, 0.0) for key in (*lex, *sem)
+    }
+    return sorted(fused.items(), key=lambda item: -item[1])
+
+
+def drop_frequent(
+    words: Sequence[str], holding: Mapping[str, int], total: int, share: float = FREQUENT_SHARE
+) -> list[str]:
+    """The query's words less those at least `share` of `total` messages hold (`holding`: how
+    many hold each word). If every word is that frequent, they are all kept: they are the
+    query."""
+    if total <= 0:
+        return list(words)
+    kept = [word for word in words if holding.get(word, 0) / total < share]
+    return kept or list(words)
