@@ -178,14 +178,16 @@ def of_text(text: str, seq: int) -> list[KeyFact]:
 
 def of_span(entries: Sequence[Entry], previous_summary: str | None = "") -> list[KeyFact]:
     """The key facts of what a summary replaces: the summary before it and the messages it
-    folds (both roles), without repeats (the first statement wins), at most MOST."""
+    folds (both roles), without repeats (the first statement wins), at most MOST. A pinned
+    message is not replaced (it rides verbatim in every window), so its facts are not at stake."""
     found = []
     for line in (previous_summary or "").splitlines():
         # A brief's line names the message it comes from, "(#12)": the fact keeps its place.
         cited = _SEQ_REF_RE.search(line)
         found += of_text(line, int(cited.group(1)) if cited else 0)
     for entry in entries:
-        found += of_text(entry.text, entry.seq)
+        if not entry.pinned:
+            found += of_text(entry.text, entry.seq)
     unique: dict[str, KeyFact] = {}
     for fact in found:
         unique.setdefault(fact.key, fact)

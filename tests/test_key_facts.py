@@ -4,6 +4,7 @@ states; and the rule-based brief keeping them, within its bound, from compaction
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 import pytest
@@ -73,6 +74,14 @@ def test_both_roles_are_read_and_the_summary_before_counts_too():
     ]
     facts = key_facts.of_span(entries, "## Facts kept\n- (#1) My name is Ada Lovelace")
     assert [(f.seq, f.key) for f in facts] == [(1, "ada lovelace"), (4, "41234"), (5, "e4471")]
+
+
+def test_a_pinned_messages_facts_are_not_at_stake():
+    # A pinned message rides verbatim in every window: a summary need not restate it.
+    pinned = said(2, "user", "The launch code is END-OF-PINNED-9021 on port 41234.")
+    pinned = dataclasses.replace(pinned, pinned=True)
+    entries = [pinned, said(3, "assistant", "The import fails with E4471.")]
+    assert [f.key for f in key_facts.of_span(entries)] == ["e4471"]
 
 
 def test_the_count_is_bounded_and_every_kind_keeps_some():

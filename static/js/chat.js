@@ -367,19 +367,22 @@
     var heading = target.querySelector(".search-count");
     if (heading) heading.focus();
   });
-  // `byKey`: an Esc closes them only from the header (elsewhere it stops a reply).
-  function closeResults(byKey) {
+  // `byKey`: an Esc closes them only from the header (elsewhere it stops a reply). `away`: the
+  // person clicked elsewhere, where the focus stays.
+  function closeResults(byKey, away) {
     var results = document.getElementById("conversation-results");
     if (!results || !results.firstElementChild) return false;
     var header = results.closest(".chat-header");
     if (byKey && !header.contains(document.activeElement)) return false;
     var inside = header.contains(document.activeElement);
     results.textContent = "";
-    if (inside || document.activeElement === document.body) document.getElementById("search-conversation").focus();
+    if (!away && (inside || document.activeElement === document.body)) document.getElementById("search-conversation").focus();
     return true;
   }
+  // A click anywhere else closes them too, as a drop-down does: they cover the transcript.
   document.addEventListener("click", function (e) {
     if (e.target.closest("#close-results")) closeResults(false);
+    else if (!e.target.closest(".chat-header .search-box, #conversation-results")) closeResults(false, true);
   });
 
   // A draft to review arrives under the newest message: the view moves to it. The focus goes to

@@ -191,6 +191,11 @@ def test_the_header_search_answers_in_view(seen, account):
     page.keyboard.press("Escape")
     expect(page.locator("#conversation-results .search-hit")).to_have_count(0)
     expect(page.locator("#search-conversation")).to_be_focused()
+    # A click elsewhere puts them away too, as a drop-down's would: they cover the transcript.
+    page.press("#search-conversation", "Enter")
+    expect(heading).to_be_focused()
+    page.locator("#transcript .message").last.click()
+    expect(page.locator("#conversation-results .search-hit")).to_have_count(0)
 
 
 def test_compact_now_with_nothing_to_compact_says_so_in_view(seen, fast_server):
