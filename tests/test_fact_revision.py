@@ -108,6 +108,25 @@ async def test_a_rule_based_summary_is_not_sent_for_revision():
     assert "41234" in result.summary and "E4471" in result.summary  # its facts section
 
 
+async def compact_now(alice, conversation, fake_llm, *replies: str) -> list[str]:
+    """Compact Now over a span whose first message states two key facts (a port and an error
+    code), the model answering with `replies` in turn; the frames until the divider."""
+    message = await conversation.messages.aget(seq=1)
+    message.content = [
+        {"type": "text", "text": "The heron server listens on port 41234; E4471 on import."}
+    ]
+    await message.asave()
+    for reply in replies:
+        fake_llm.enqueue([reply])
+    ws = socket_for(alice, conversation.pk)
+    await ws.connect()
+    await ws.send_to(text_data=frame(action="compact"))
+    frames = await receive_until(ws, lambda f: "Compacted (manual)" in f)
+    await settle(conversation.pk)
+    await ws.disconnect()
+    return frames
+
+
 # --- the boundary --------------------------------------------------------------------------------
 
 
@@ -118,18 +137,12 @@ async def test_the_boundary_records_and_shows_what_its_summary_kept(
 ):
     settings.SUMMARY_REVISES_FACTS = False
     settings.CONTEXT_BUDGET_TOKENS = 4_000  # the span in one summary request, not two parts
-    message = await long_conversation.messages.aget(seq=1)
-    message.content = [
-        {"type": "text", "text": "The heron server listens on port 41234; E4471 on import."}
-    ]
-    await message.asave()
-    fake_llm.enqueue(["<summary>The heron server listens on port 41234.</summary>"])
-    ws = socket_for(alice, long_conversation.pk)
-    await ws.connect()
-    await ws.send_to(text_data=frame(action="compact"))
-    frames = await receive_until(ws, lambda f: "Compacted (manual)" in f)
-    await settle(long_conversation.pk)
-    await ws.disconnect()
+    frames = await compact_now(
+        alice,
+        long_conversation,
+        fake_llm,
+        "<summary>The heron server listens on port 41234.</summary>",
+    )
     assert len(fake_llm.calls) == 1  # the setting is off: no revision
     row = await Compaction.objects.aget(conversation=long_conversation)
     assert (row.facts_total, row.facts_kept, row.facts_lost) == (2, 1, ["E4471 on import"])
@@ -144,19 +157,13 @@ async def test_a_compaction_commits_the_revised_summary_with_its_count(
     alice, long_conversation, fake_llm, settings
 ):
     settings.CONTEXT_BUDGET_TOKENS = 4_000  # the span in one summary request, not two parts
-    message = await long_conversation.messages.aget(seq=1)
-    message.content = [
-        {"type": "text", "text": "The heron server listens on port 41234; E4471 on import."}
-    ]
-    await message.asave()
-    fake_llm.enqueue(["<summary>The heron server listens on port 41234.</summary>"])
-    fake_llm.enqueue(["<summary>Port 41234; the import fails with E4471.</summary>"])
-    ws = socket_for(alice, long_conversation.pk)
-    await ws.connect()
-    await ws.send_to(text_data=frame(action="compact"))
-    frames = await receive_until(ws, lambda f: "Compacted (manual)" in f)
-    await settle(long_conversation.pk)
-    await ws.disconnect()
+    frames = await compact_now(
+        alice,
+        long_conversation,
+        fake_llm,
+        "<summary>The heron server listens on port 41234.</summary>",
+        "<summary>Port 41234; the import fails with E4471.</summary>",
+    )
     assert len(fake_llm.calls) == 2 and "E4471 on import" in asked(fake_llm.calls[1])
     row = await Compaction.objects.aget(conversation=long_conversation)
     assert row.summary == "Port 41234; the import fails with E4471."

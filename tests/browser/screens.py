@@ -62,6 +62,18 @@ def leave_panel(page) -> None:
         close.click()
 
 
+def import_file(page, server: str, path) -> None:
+    """Import a file as a person does, from the home page's form, and wait for its conversation."""
+    from .conftest import wait_socket
+
+    page.goto(f"{server}/")
+    form = page.locator(".import-form")
+    form.locator("input[type=file]").set_input_files(path)
+    form.get_by_role("button", name="Import", exact=True).click()
+    page.wait_for_url("**/conversations/*/")
+    wait_socket(page)
+
+
 def in_view(page, locator) -> None:
     """Scrolled to where a person would look for it, and inside the viewport."""
     from playwright.sync_api import expect

@@ -10,8 +10,8 @@ import json
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import TIMEOUT_MS, export, new_context, new_conversation, wait_socket
-from .screens import SCREENS, in_view, leave_panel, reach_panel
+from .conftest import TIMEOUT_MS, export, new_context, new_conversation
+from .screens import SCREENS, import_file, in_view, leave_panel, reach_panel
 from .test_chat_in_a_browser import run_until_auto_compaction
 from .test_csp_in_a_browser import Refusals
 
@@ -63,12 +63,7 @@ def test_an_imported_export_shows_what_it_held(
     refusals = Refusals(context)
     try:
         page = context.new_page()
-        page.goto(f"{server}/")
-        form = page.locator(".import-form")
-        form.locator("input[type=file]").set_input_files(path)
-        form.get_by_role("button", name="Import", exact=True).click()
-        page.wait_for_url("**/conversations/*/")
-        wait_socket(page)
+        import_file(page, server, path)
 
         title = f"Imported: {doc['title']}"  # first: a title cut short on screen keeps it
         expect(page.locator("#title-input")).to_have_value(title)

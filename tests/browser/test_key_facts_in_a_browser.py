@@ -9,8 +9,8 @@ import json
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import TIMEOUT_MS, wait_socket
-from .screens import SCREENS, in_view
+from .conftest import TIMEOUT_MS
+from .screens import SCREENS, import_file, in_view
 from .test_csp_in_a_browser import Refusals
 
 pytestmark = pytest.mark.browser
@@ -59,12 +59,7 @@ def test_the_divider_says_what_its_summary_kept_and_lists_what_it_lost(
     refusals = Refusals(context)
     try:
         page = context.new_page()
-        page.goto(f"{server}/")
-        form = page.locator(".import-form")
-        form.locator("input[type=file]").set_input_files(path)
-        form.get_by_role("button", name="Import", exact=True).click()
-        page.wait_for_url("**/conversations/*/")
-        wait_socket(page)
+        import_file(page, server, path)
 
         divider = page.locator("#transcript .divider")
         in_view(page, divider)
