@@ -31,7 +31,7 @@ def test_search_a_conversation_and_all_of_them_then_jump_to_the_hit(chat, server
     expect(hits.first.locator("mark").first).to_have_text("pelican", ignore_case=True)
 
     # Everywhere, from the sidebar: both conversations, titles shown.
-    chat.fill("#search-all", "harbour pelican code")
+    chat.fill("#search-all", "pelican code night shift")
     chat.press("#search-all", "Enter")
     hits = chat.locator("#sidebar-results .search-hit")
     expect(hits.first).to_contain_text("PELICAN-42")  # more words match: ranked first
