@@ -3,7 +3,7 @@ the input is billed, against the same conversation without breakpoints and witho
 
 Run by hand (`make bench-cache`, or `.venv/bin/python bench/cache.py`); not a test.
 
-One conversation of `--turns` turns is driven through the real turn code (`chat.turns.actions.send`,
+One conversation of `--turns` turns is driven through the real turn code (`turns.actions.send`,
 the engine's steps: tool calls, auto-compaction with its summary requests) and the real SDK,
 against `support/fake_anthropic.py` in this process. That server keeps a prompt cache the way the
 API does (a prefix up to a breakpoint, byte-identical, read within 5 minutes; prefixes under
@@ -180,7 +180,7 @@ async def _drive(plan: list[dict], turns: int) -> None:
     from django.contrib.auth import get_user_model
 
     from chat.models import Conversation
-    from chat.turns import engine
+    from turns import engine
 
     without_background()
     user = await get_user_model().objects.acreate(username=f"cache-{uuid.uuid4().hex[:8]}")

@@ -8,9 +8,9 @@ one at a time (the next once the consumer has taken the last, as frames 50 ms ap
 `--sockets` other sockets' groups in the layer as under load, and prints the CPU per frame for:
 
 - Channels' own `InMemoryChannelLayer` (the reference);
-- `core.layers.InMemoryLayer` with Channels' group send (expired messages cleared once a second
-  instead of on every send and receive);
-- `core.layers.InMemoryLayer` as the app runs it (its group send in the sender's task).
+- `core.channel_layer.InMemoryLayer` with Channels' group send (expired messages cleared once
+  a second instead of on every send and receive);
+- `core.channel_layer.InMemoryLayer` as the app runs it (its group send in the sender's task).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ import uvloop  # noqa: E402
 from channels.layers import InMemoryChannelLayer  # noqa: E402
 from channels.utils import await_many_dispatch  # noqa: E402
 
-from core.layers import InMemoryLayer  # noqa: E402
+from core.channel_layer import InMemoryLayer  # noqa: E402
 
 
 class CleaningOnly(InMemoryLayer):

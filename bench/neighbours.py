@@ -97,8 +97,9 @@ def main(argv: list[str] | None = None) -> int:
 
         from chat.models import Conversation
         from search.context import CONTEXT_WEIGHT
-        from search.messages import Scope, lexical
+        from search.messages import lexical
         from search.query import parse
+        from search.values import Scope
 
         user = get_user_model().objects.create_user(
             f"neighbours-{uuid.uuid4().hex[:8]}", password=uuid.uuid4().hex

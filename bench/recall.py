@@ -2,7 +2,7 @@
 
 Run by hand (`make bench-recall`, or `.venv/bin/python bench/recall.py`); not a test.
 
-A long conversation is built through the real turn code (`chat.turns.actions.send`, the engine's
+A long conversation is built through the real turn code (`turns.actions.send`, the engine's
 steps, as in `bench/sawtooth.py`) with the offline demo model answering and a small budget, so
 auto-compaction keeps folding the older turns into (rule-based) summaries. Early on, facts are
 planted among filler messages: each is one user message stating something exact (a port, a
@@ -166,13 +166,13 @@ async def drive(args, user, conversation) -> dict:
     from asgiref.sync import sync_to_async
 
     from chat.models import Message
-    from chat.turns import engine
-    from chat.window import load_window
+    from chat.window_loading import load_window
     from compaction.models import Compaction
     from providers.demo import SEARCH_LIMIT, quote_hits
     from search.messages import search
     from tools.recall import search_history
     from tools.values import Context
+    from turns import engine
 
     without_background()
     rng = random.Random(args.seed)

@@ -73,8 +73,9 @@ def measure(args, user) -> dict[tuple[str, str], list[tuple[bool, bool, bool]]]:
     from chat.models import MessageVector
     from providers import embeddings
     from search import fusion, semantic
-    from search.messages import Scope, lexical, search
+    from search.messages import lexical, search
     from search.query import parse
+    from search.values import Scope
 
     for statement, question in PAIRS:
         shared = shared_words(statement, question.format(a=SPEAKERS[0]), SPEAKERS)

@@ -3,8 +3,8 @@
 Run by hand (`make bench`, or `.venv/bin/python bench/sawtooth.py --turns 300`); not a test.
 
 Each turn goes through the real code path, in one event loop as in the server:
-`chat.turns.actions.send` (what the websocket's send does: store the message, claim its reply
-under the pre-send check, broadcast the bubble), then `chat.turns.engine.start` on the claimed
+`turns.actions.send` (what the websocket's send does: store the message, claim its reply
+under the pre-send check, broadcast the bubble), then `turns.engine.start` on the claimed
 step, awaited until the engine has nothing left to do for the conversation
 (`support.waiting.settle`): a compaction the pre-send check opened, the streamed reply, its save
 and broadcasts (to the in-memory channel layer, no listeners), the context panel, and the
@@ -143,7 +143,7 @@ class TurnRecord:
     user_tokens: int = 0
     estimate: int = 0  # the claim's window estimate (WindowState.tokens) for the reply request
     sent: int = 0  # input tokens the fake model reported for the reply request
-    send_queries: int = 0  # chat.turns.actions.send
+    send_queries: int = 0  # turns.actions.send
     engine_queries: int = 0  # the engine's work for the turn, auto-compaction included
     presend: bool = False  # the send's claim was a compaction: it ran before the reply
     auto: bool = False  # an auto-compaction was opened after the reply
@@ -168,7 +168,7 @@ async def observe(turn: TurnRecord, claim, conversation_id: int, before_id: int)
 
     from chat.compactions import Opened, auto_due
     from chat.models import Conversation
-    from chat.window import load_window
+    from chat.window_loading import load_window
     from compaction.models import Compaction
 
     turn.presend = isinstance(claim.step, Opened)
@@ -196,9 +196,9 @@ async def drive(
     from functools import partial
 
     from bench.harness.inprocess import run_turn
-    from chat.turns import engine
     from providers import registry
     from support.queries import all_queries
+    from turns import engine
 
     def after_send(turn: TurnRecord, seen: list, claim) -> None:
         """The send's queries, counted before the engine starts; its reply must be claimed."""
@@ -244,7 +244,7 @@ def run(args: argparse.Namespace) -> tuple[list[TurnRecord], UsageModel, object,
     from django.contrib.auth import get_user_model
 
     from chat.models import Conversation
-    from compaction.state import budget_for
+    from compaction.window_state import budget_for
 
     user = get_user_model().objects.create_user(
         f"bench-{uuid.uuid4().hex[:8]}", password=uuid.uuid4().hex
@@ -312,10 +312,7 @@ def report(args, history, model, conversation, budget) -> int:
     if unfinished:
         problems.append(f"replies not complete: {dict(unfinished)}")
 
-    print(
-        f"Sawtooth bench: {len(history)} turns through chat.turns.actions.send and "
-        "chat.turns.engine"
-    )
+    print(f"Sawtooth bench: {len(history)} turns through turns.actions.send and turns.engine")
     print(
         f"  budget {budget.total:,} tokens, auto-compaction at {budget.auto_at:.0%} "
         f"({budget.threshold:,}), kept tail {budget.keep_tokens:,}, reply reserve "

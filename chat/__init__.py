@@ -1,10 +1,10 @@
 """The domain: conversations and their append-only transcript (`models`, a tree of versions:
-`branches`, `transcript`), the conversation's state in one read (`state`) and the window built
-from it (`window`), the panel's figures (`figures`), compactions as transactions
-(`compactions`, `compaction_actions`), a person's actions on conversations (`conversations`),
-imports and exports, abuse limits, the full-text index (`search_index`), and what happened, as
-events (`events`).
+`branches`, `transcript`), a snapshot of a conversation in one read (`snapshot`) and its window
+loaded from it (`window_loading`), the panel's figures (`figures`), compactions as transactions,
+a person's actions on them included (`compactions`), a person's actions on conversations
+(`conversations`), the sidebar's lists (`sidebar`), imports (`imports/`) and exports
+(`exports/`), abuse limits (`limits`), the full-text index (`search_index`), messages' vectors
+for search by meaning (`vectors`), and what happened, as events (`events`).
 
-Sub-rooms: `turns` (the engine), `render` (HTML), `web` (views and the websocket). The domain
-itself imports only compaction, providers and core.
+May import: compaction, providers and core.
 """

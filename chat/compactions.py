@@ -1,11 +1,15 @@
 """Compacting a conversation, as transactions on the domain: open a compaction (clear old tool
-results at once, or claim a summary), close it with what the summariser returned, and what a
+results at once, or claim a summary), close it with what the summariser returned, what a
 boundary does to its conversation (the running totals, abandoned pins, the auto-compaction
-counters).
+counters), and what a person does to compaction: compact now, review a draft (approve it,
+edited or not, discard it, or regenerate it with new instructions), undo the latest boundary.
 
 Opening happens inside a transaction that holds the conversation's row lock (the turn's claim,
 or a user's "compact now"), so a compaction and a reply never start together. The summariser's
-call between opening and closing is the turn engine's (chat/turns/compacting.py).
+call between opening and closing, and telling the tabs, are the turn engine's
+(turns/compacting.py). A person's action validates and writes in one transaction, scoped to the
+user, and returns the row it settled; every review leaves a `Review` row: the audit trail
+admins read.
 """
 
 from __future__ import annotations
@@ -18,17 +22,18 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from chat.figures import Panel, load_panel
-from chat.models import Conversation, Message, Pin
-from chat.state import read_state
-from chat.window import load_window, state_of
+from chat.models import Conversation, Message, Pin, stale_before
+from chat.snapshot import read_snapshot
+from chat.window_loading import load_window, state_of
 from compaction import boundaries, key_facts, summariser
 from compaction.brief import SummaryResult
 from compaction.clearing import Clearing, cleared, plan
 from compaction.cut import choose_cut
 from compaction.entries import Entry
-from compaction.models import Compaction
+from compaction.models import Compaction, Review
 from compaction.policy import auto_compaction_due, auto_paused_until
-from compaction.state import WindowState, post_tokens, window_total
+from compaction.window_state import WindowState, post_tokens, window_total
+from core.clean import INSTRUCTIONS, SUMMARY, clean, number
 from core.errors import ActionError
 
 DRAFT_WAITING = (
@@ -170,7 +175,7 @@ def open_mid_turn(conversation_id: int, reply_seq: int, incoming: int) -> Opened
     window the reply answers, committing directly, as the check before a request does."""
     with transaction.atomic():
         conversation = Conversation.objects.locked(conversation_id)
-        state = read_state(conversation.pk)
+        state = read_snapshot(conversation.pk)
         return open_locked(
             conversation,
             state_of(conversation, state, before_seq=reply_seq),
@@ -248,3 +253,127 @@ def after_outcome(row: Compaction) -> tuple[Panel, Conversation, bool]:
     conversation = Conversation.objects.get(pk=row.conversation_id)
     panel = load_panel(conversation, load_window(conversation))
     return panel, conversation, boundaries.superseded_a_draft(row)
+
+
+# --- what a person does to compaction -------------------------------------------------------------
+
+NO_LONGER_WAITING = "That summary is no longer waiting for review."
+
+
+def open_for_user(user, conversation_id, instructions, *, discard=None) -> Opened:
+    """Compact now; with `discard` (a draft's id), regenerate that draft: it is discarded and
+    the new one keeps its trigger."""
+    instructions = clean(instructions, INSTRUCTIONS)
+    with transaction.atomic():
+        conversation = Conversation.objects.owned(user, conversation_id, lock=True)
+        # A compaction cut off by a dying process is released now (a reply cut off that way is
+        # the sweep's: until then this is refused as "wait for the reply").
+        boundaries.close_stale(stale_before(), conversation.pk)
+        trigger = Compaction.Trigger.MANUAL
+        if discard is not None:
+            discarded = _settle(_draft(user, conversation.pk, discard), Compaction.Status.DISCARDED)
+            _record(discarded, Review.Action.REGENERATED, user)
+            trigger = discarded.trigger
+        state = read_snapshot(conversation.pk)
+        if state.streaming_id:
+            # Rolls the discard back too: the draft stays for when the reply has finished.
+            raise ActionError("Wait for the reply to finish, then compact.")
+        return open_locked(
+            conversation,
+            state_of(conversation, state),
+            state.later_versions(),
+            trigger=trigger,
+            instructions=instructions,
+        )
+
+
+def approve(user, conversation_id, compaction_id, summary) -> Compaction:
+    draft = _draft(user, conversation_id, compaction_id)
+    summary = clean(summary, SUMMARY)
+    if not summary:
+        raise ActionError("An approved summary cannot be empty.")
+    edited = summary != draft.summary.strip()
+    tokens = draft.post_tokens
+    state = load_window(draft.conversation)  # versions wait while a draft does: still its branch
+    facts = {}
+    if edited:
+        # What the edited summary keeps of what it replaces, counted again.
+        older = [e for e in state.entries if e.seq < draft.first_kept_seq]
+        tally = key_facts.tally(older, state.summary, summary)
+        facts = {
+            "facts_total": tally.total,
+            "facts_kept": tally.kept,
+            "facts_lost": list(tally.lost),
+        }
+        tokens = post_tokens(state, summary, draft.first_kept_seq)
+        if tokens >= state.tokens:
+            raise ActionError(
+                f"With this summary the window would hold {tokens:,} tokens, not fewer "
+                f"than the {state.tokens:,} it holds now. Shorten the summary."
+            )
+    with transaction.atomic():
+        approved = _settle(
+            draft,
+            Compaction.Status.COMMITTED,
+            summary=summary,
+            edited=edited,
+            post_tokens=tokens,
+            **facts,
+        )
+        unpin_abandoned(draft.conversation_id, state, approved.first_kept_seq)
+        _record(approved, Review.Action.EDITED if edited else Review.Action.APPROVED, user)
+    return approved
+
+
+def discard(user, conversation_id, compaction_id) -> Compaction:
+    with transaction.atomic():
+        draft = _settle(_draft(user, conversation_id, compaction_id), Compaction.Status.DISCARDED)
+        _record(draft, Review.Action.DISCARDED, user)
+    return draft
+
+
+def undo(user, conversation_id) -> Compaction:
+    with transaction.atomic():
+        conversation = Conversation.objects.owned(user, conversation_id, lock=True)
+        if boundaries.open_one(conversation.pk) is not None:
+            # A draft revises the summary being undone: undoing under it would bring it back.
+            raise ActionError("Finish or discard the compaction in progress first.")
+        boundary = boundaries.latest(conversation.pk)
+        if boundary is None:
+            raise ActionError("There is no compaction to undo.")
+        boundary.status = Compaction.Status.UNDONE
+        boundary.save(update_fields=["status", "updated_at"])
+        _record(boundary, Review.Action.UNDONE, user)
+    return boundary
+
+
+def _draft(user, conversation_id, compaction_id) -> Compaction:
+    """A draft of this user's conversation, and of the conversation the request came from."""
+    found = (
+        Compaction.objects.select_related("conversation")
+        .filter(
+            pk=number(compaction_id),
+            conversation_id=number(conversation_id),
+            conversation__in=Conversation.objects.owned_by(user),
+            status=Compaction.Status.DRAFT,
+        )
+        .first()
+    )
+    if found is None:
+        raise ActionError(NO_LONGER_WAITING)
+    return found
+
+
+def _record(row: Compaction, action: str, user) -> None:
+    Review.objects.create(compaction=row, action=action, user=user)
+
+
+def _settle(draft: Compaction, status: str, **fields) -> Compaction:
+    """Move a draft on, only if it is still a draft: a full window may have superseded it."""
+    changed = Compaction.objects.filter(pk=draft.pk, status=Compaction.Status.DRAFT).update(
+        status=status, updated_at=timezone.now(), **fields
+    )
+    if not changed:
+        raise ActionError(NO_LONGER_WAITING)
+    draft.refresh_from_db()
+    return draft

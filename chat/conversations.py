@@ -15,7 +15,7 @@ from django.utils import timezone
 from chat.branches import parent_of
 from chat.models import NO_SUCH_CONVERSATION, Conversation, Message, Pin
 from chat.transcript import current_branch, first_kept_seq
-from compaction.state import budget_for
+from compaction.window_state import budget_for
 from core.clean import SYSTEM_PROMPT, TITLE, clean, number, scrubbed
 from core.errors import ActionError
 from providers import registry
@@ -189,7 +189,7 @@ def restore_conversation(user, conversation_id) -> Conversation:
     stays cancelled (it was never sent); the transcript is as it was. Restoring one that is not
     deleted (a second click, another tab) changes nothing."""
     # Deleted ones too (the one being restored is): its owner's, by id; never one an import is
-    # still staging (hidden until the import ends, chat/imports.py).
+    # still staging (hidden until the import ends, chat/imports/importing.py).
     conversation = (
         Conversation.objects.filter(owner=user, pk=number(conversation_id), importing=None).first()
         if user.is_authenticated

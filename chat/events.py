@@ -1,6 +1,6 @@
 """What happened, as values: the events the outbox (core/outbox.py) sends to a conversation's
 tabs once the transaction that made them has committed, and the web room renders
-(chat/render/frames.py). Each says what changed, never how it looks. Plain tuples with names: a
+(render/frames.py). Each says what changed, never how it looks. Plain tuples with names: a
 streaming reply makes one per frame.
 """
 

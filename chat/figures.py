@@ -1,6 +1,6 @@
 """The figures shown beside a conversation: the window's meter and its parts, the tokens after
 each turn (the sawtooth), the boundaries, and what the conversation cost. Numbers only: they are
-drawn in chat/render/meter.py.
+drawn in render/meter.py.
 
 Every loader runs a fixed number of queries bounded by the window, never by the length of the
 conversation.
@@ -17,7 +17,7 @@ from django.utils import timezone
 from chat.models import Conversation
 from chat.transcript import SHOWN_BOUNDARIES
 from compaction.models import Compaction
-from compaction.state import WindowState
+from compaction.window_state import WindowState
 from core import runtime
 from providers.prices import cost
 from providers.tokens import estimate_text

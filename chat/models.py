@@ -29,7 +29,7 @@ from providers.values import Usage
 
 NO_SUCH_CONVERSATION = "That conversation does not exist."
 
-# The sidebar's lists (chat/web/sidebar.py), as their queries filter them.
+# The sidebar's lists (chat/sidebar.py), as their queries filter them.
 LISTED = models.Q(deleted_at__isnull=True, archived_at__isnull=True, pinned_at__isnull=True)
 PINNED = models.Q(deleted_at__isnull=True, archived_at__isnull=True, pinned_at__isnull=False)
 ARCHIVED = models.Q(deleted_at__isnull=True, archived_at__isnull=False)
@@ -104,8 +104,8 @@ class Conversation(UsageColumns):
     # Where each version's branch ended when it was last left ({"version seq": end seq}):
     # switching back to it shows what was on screen under it then (chat/branches.py).
     branch_ends = models.JSONField(default=dict, blank=True)
-    # Staged by an import still running (chat/imports.py): hidden (deleted_at set, so every
-    # list, search, URL and socket leaves it out) until the import ends; deleted with it.
+    # Staged by an import still running (chat/imports/importing.py): hidden (deleted_at set, so
+    # every list, search, URL and socket leaves it out) until the import ends; deleted with it.
     importing = models.ForeignKey(
         "Import", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
     )
@@ -116,7 +116,7 @@ class Conversation(UsageColumns):
         ordering = ["-updated_at"]
         indexes = [
             models.Index(fields=["owner", "deleted_at", "-updated_at"]),
-            # The sidebar's keyset pages (chat/web/sidebar.py): each list (unpinned, pinned,
+            # The sidebar's keyset pages (chat/sidebar.py): each list (unpinned, pinned,
             # archived) is a partial index in the list's order, so a page is one range of it,
             # ties included. (PostgreSQL orders by an index only after columns compared with =,
             # never after IS NULL: the lists' conditions go in the indexes' predicates.)
@@ -291,10 +291,10 @@ class LimitCount(models.Model):
 
 
 class Import(models.Model):
-    """An import in progress (chat/imports.py). One per user at a time: the unique owner decides
-    it in the database, so two requests in any processes cannot both start one. Each batch the
-    import writes touches `heartbeat_at`; one gone stale was left by a process that died, and
-    the next import clears what it staged."""
+    """An import in progress (chat/imports/importing.py). One per user at a time: the unique
+    owner decides it in the database, so two requests in any processes cannot both start one.
+    Each batch the import writes touches `heartbeat_at`; one gone stale was left by a process
+    that died, and the next import clears what it staged."""
 
     owner = models.OneToOneField(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+"

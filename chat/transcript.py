@@ -13,7 +13,7 @@ from chat.branches import Tree, Versions, parent_of, versions
 from chat.models import FORKS, UNSTARTED, Conversation, Message, Pin
 from compaction import boundaries
 from compaction.models import Compaction
-from compaction.state import first_kept
+from compaction.window_state import first_kept
 
 # The boundaries the chat page shows as dividers: in force, or in force once and undone.
 SHOWN_BOUNDARIES = [Compaction.Status.COMMITTED, Compaction.Status.UNDONE]

@@ -3,7 +3,7 @@
 A settled message (complete, interrupted, error: no write changes it again) gets one vector of
 the configured embedder (providers/embeddings.py), as float16 bytes in `MessageVector`, half the
 size of float32 and as good for ranking. Nothing here runs in a turn: the engine's background
-task (chat/turns/engine.py) and the `embed_messages` command embed them after the
+task (turns/engine.py) and the `embed_messages` command embed them after the
 messages have committed, a batch at a time, and whatever a dying process left unembedded (or a
 model change made stale) is simply still pending at the next round.
 """
@@ -49,7 +49,7 @@ def pending(model: str, limit: int = BATCH, after: int = 0) -> list[tuple[int, s
             "JOIN chat_conversation c ON c.id = m.conversation_id "
             "LEFT JOIN chat_messagevector v ON v.message_id = m.id AND v.model = %s "
             f"WHERE v.message_id IS NULL AND m.status IN ({marks}) AND m.id > %s "
-            # An import's messages wait for it to commit (chat/imports.py stages them).
+            # An import's messages wait for it to commit (chat/imports/importing.py stages them).
             "AND c.importing_id IS NULL ORDER BY m.id LIMIT %s",
             [model, *statuses, after, limit],
         )

@@ -58,7 +58,7 @@ class Compaction(UsageColumns):
     facts_lost = models.JSONField(default=list, blank=True)
     # The user changed the model's summary before approving it (review mode).
     edited = models.BooleanField(default=False)
-    # Restored by an import of an export (chat/imports.py), not made here: its summary and
+    # Restored by an import of an export (chat/imports/importing.py), not made here: its summary and
     # figures are the file's, and the divider and the admin say so.
     imported = models.BooleanField(default=False)
     # Liveness of a running compaction (see Message.heartbeat_at).

@@ -22,7 +22,7 @@ from compaction.prompt import (
     build_revision_request,
     build_summary_request,
 )
-from compaction.state import WindowState
+from compaction.window_state import WindowState
 from providers import registry
 from providers.tokens import CHARS_PER_TOKEN, estimate_content
 from providers.values import Capabilities, Request, Usage

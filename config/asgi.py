@@ -1,6 +1,6 @@
 """HTTP and websocket entry point.
 
-Websockets go through the origin check (scheme, host and port: chat/web/origin.py) and the
+Websockets go through the origin check (scheme, host and port: web/origin.py) and the
 session-based auth middleware, so a socket is only ever opened by a logged-in user from our own
 pages.
 """
@@ -17,9 +17,9 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.urls import path  # noqa: E402
 
-from chat.turns.engine import lifespan  # noqa: E402
-from chat.web.consumer import ConversationConsumer  # noqa: E402
-from chat.web.origin import SameOriginValidator  # noqa: E402
+from turns.engine import lifespan  # noqa: E402
+from web.consumer import ConversationConsumer  # noqa: E402
+from web.origin import SameOriginValidator  # noqa: E402
 
 websocket_urlpatterns = [
     path("ws/conversations/<int:conversation_id>/", ConversationConsumer.as_asgi()),

@@ -49,7 +49,7 @@ INSTALLED_APPS = [
     "channels",
     "django_htmx",
     "chat",
-    "chat.web",
+    "web",
     "compaction",
 ]
 
@@ -80,10 +80,10 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "django.template.context_processors.csp",
-                "chat.web.context_processors.app_settings",
+                "web.context_processors.app_settings",
             ],
             # The chat's tags live with the rest of its rendering, not in an app's templatetags.
-            "libraries": {"chat_tags": "chat.render.tags"},
+            "libraries": {"chat_tags": "render.tags"},
         },
     },
 ]
@@ -156,8 +156,8 @@ if REDIS_URL:
         }
     }
 else:
-    # One process: its sockets share a layer in memory (core/layers.py).
-    CHANNEL_LAYERS = {"default": {"BACKEND": "core.layers.InMemoryLayer"}}
+    # One process: its sockets share a layer in memory (core/channel_layer.py).
+    CHANNEL_LAYERS = {"default": {"BACKEND": "core.channel_layer.InMemoryLayer"}}
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

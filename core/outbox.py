@@ -5,10 +5,10 @@ Events are plain values (chat/events.py) saying what happened: a message shown, 
 a compaction settled. State changes run as one transaction each (`core.db.run`), and what they
 did is sent only once that call has returned, so a frame never shows what a rollback undid
 (Zulip's `send_event_on_commit`). The HTML comes from the renderer the web room installs at
-start-up (chat/web/apps.py): nothing below the web room renders, and nothing here imports it.
+start-up (web/apps.py): nothing below the web room renders, and nothing here imports it.
 
 Sending is best effort and never an error for the caller: what a tab misses it reads again
-when it reconnects, or when told to once the layer answers again (chat/turns/engine.py), and
+when it reconnects, or when told to once the layer answers again (turns/engine.py), and
 what must not be lost (messages, replies, Stop) is in the database, so a failing channel layer
 must not stop a turn from being saved.
 """
@@ -19,7 +19,7 @@ import logging
 
 from channels.layers import get_channel_layer
 
-from core import layers, runtime
+from core import channel_layer, runtime
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ async def send(conversation_id: int, *events) -> None:
         return
     try:
         await get_channel_layer().group_send(
-            layers.conversation_group(conversation_id), {"type": "chat.html", "html": frame}
+            channel_layer.conversation_group(conversation_id), {"type": "chat.html", "html": frame}
         )
     except Exception as exc:  # Redis down: once per frame, so a line, not a traceback
         log.warning("could not send a frame to conversation %s: %r", conversation_id, exc)

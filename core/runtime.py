@@ -1,6 +1,6 @@
 """What this process keeps between requests, on one object.
 
-- caches of what never changes: the final rows of recent windows (chat/state.py) and the chart's
+- caches of what never changes: the final rows of recent windows (chat/snapshot.py) and the chart's
   points before a boundary (chat/figures.py);
 - the database threads (core/db.py), the clients of the cache the limits count in, and small
   values worked out once (a URL pattern);
@@ -71,10 +71,10 @@ class Loop:
     mcp_servers: dict[str, Any] = field(default_factory=dict)  # tools/mcp.py: name -> connection
     mcp_resting: dict[str, float] = field(default_factory=dict)  # name -> when to try again
     # The sockets open here, each with an async `layer_down()`: when the channel layer stops
-    # answering, the heartbeat tells them (chat/turns/engine.py), as nothing else can reach them.
+    # answering, the heartbeat tells them (turns/engine.py), as nothing else can reach them.
     sockets: set[Any] = field(default_factory=set)
     # Which channel layer answered at the last beat (Redis's run id: new after a restart), and
-    # whether the sockets here are to be told to fetch again at the next (chat/turns/engine.py).
+    # whether the sockets here are to be told to fetch again at the next (turns/engine.py).
     layer_identity: str | None = None
     resync_due: bool = False
 
@@ -91,7 +91,7 @@ class Runtime:
         # Small values worked out once, from what does not change while the process runs (the
         # URL pattern every bubble's pin button fills in: reverse() walks the URLconf).
         self.memo: dict[str, Any] = {}
-        # The heartbeat and sweep (chat/turns/engine.py) start with the first socket or turn;
+        # The heartbeat and sweep (turns/engine.py) start with the first socket or turn;
         # a test that runs the queue's recovery itself switches them off.
         self.background = True
         self._lock = threading.Lock()

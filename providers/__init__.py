@@ -4,9 +4,10 @@
 
 `registry` decides which client answers for a model (the offline demo, Anthropic or any
 compatible server, or a fake registered in their place), what a new conversation may pick and the
-window's budget on each. Beside it: the plain values (`values`), the token estimates (`tokens`),
-prices (`prices`), prompt-cache breakpoints (`caching`), and usage as model columns
-(`usage_columns`).
+window's budget on each. Beside it: the plain values (`values`), content blocks read in one place
+(`blocks`), the token estimates (`tokens`), prices (`prices`), prompt-cache breakpoints
+(`caching`), usage as model columns (`usage_columns`), and the embedder behind its own interface
+(`embeddings`: built-in, none, or an embeddings server).
 
-Imports only `core` of this project.
+May import: core.
 """

@@ -97,7 +97,7 @@ SEARCH_TOOL = "search_history"
 # the answer, in a window the size of the demo's.
 SEARCH_LIMIT = 5
 # A window headed by a summary opens with a user message carrying it between these tags, each on
-# a line of its own, and the assistant's acknowledgement (compaction/window.py).
+# a line of its own, and the assistant's acknowledgement (compaction/assembly.py).
 SUMMARY_TAGS = ("<summary>", "</summary>")
 SUMMARY_RE = re.compile(r"^<summary>$.*^</summary>$", re.MULTILINE | re.DOTALL)
 # A search_history answer's hits: "#12 · user · 2026-11-30 18:04 · score 3.1" then the snippet;

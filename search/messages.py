@@ -19,12 +19,11 @@ branch (`search_branch`): the other versions are not what happened in its histor
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
-from datetime import datetime
+from dataclasses import replace
 
 from django.db import connection
 
-from chat.branches import Fork, parent_of
+from chat.branches import parent_of
 from chat.models import UNSTARTED
 from chat.search_index import MARK_CLOSE, MARK_OPEN
 from chat.transcript import trees
@@ -32,6 +31,7 @@ from core.db import as_datetime
 from search import semantic
 from search.context import CONTEXT_WEIGHT, Key, Match, givers, in_context, pool
 from search.query import Query, parse
+from search.values import Hit, Scope
 
 MAX_LIMIT = 50
 # PostgreSQL: rows considered for ranking. Beyond this many messages holding some query word,
@@ -44,24 +44,6 @@ POOL_FACTOR = 3
 HEAD_WORDS, HEAD_CHARS = 30, 400
 # Never sent: not part of any conversation's history.
 _HIDDEN = [status.value for status in UNSTARTED]
-
-
-@dataclass(frozen=True)
-class Hit:
-    conversation_id: int
-    conversation_title: str
-    seq: int
-    role: str
-    created_at: datetime
-    snippet: str  # matched words between MARK_OPEN and MARK_CLOSE
-    score: float  # higher is better; comparable within one search only
-    # Another version, off the branch on screen: where it leaves the branch (None: on it).
-    fork: Fork | None = None
-
-    @property
-    def shown_seq(self) -> int:
-        """The message on the page to go to for this hit."""
-        return self.seq if self.fork is None else self.fork.shown
 
 
 def search(
@@ -113,16 +95,6 @@ def search_branch(
         for hit in hits
         if (tree := forked.get(hit.conversation_id)) is None or tree.fork_of(hit.seq) is None
     ]
-
-
-@dataclass(frozen=True)
-class Scope:
-    """Which of a user's messages are searched."""
-
-    conversation_id: int | None = None  # None: every conversation of theirs
-    before_seq: int | None = None  # in that conversation, only the messages before this one
-    excluded: tuple[int, ...] = ()  # in that conversation, these seqs left out
-    others: bool = False  # that conversation as above, and the user's others whole
 
 
 def ranked(user, query: Query, scope: Scope, *, limit: int) -> list[Hit]:

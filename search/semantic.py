@@ -24,6 +24,7 @@ from chat.vectors import unpack
 from providers import embeddings
 from search import fusion
 from search.query import Query
+from search.values import Hit
 
 # Semantic candidates beside the lexical hits, and lexical hits asked for, per hit wanted.
 WIDEN = 3
@@ -119,9 +120,6 @@ def _meaningful(scope, words: list[str]) -> list[str]:
 
 def _hits(scope, keys: list[tuple[int, int]]) -> dict:
     """Hits for messages found by meaning alone: their opening words as the snippet."""
-    # The hit's type is the lexical search's, which calls this module: imported when used.
-    from search.messages import Hit
-
     if not keys:
         return {}
     wanted = Q()

@@ -1,7 +1,6 @@
 """Test and bench support: what the tests (tests/) and the benchmarks (bench/) both use, made
-public and small. Imported by tests and bench, never by the application (core, providers,
-compaction, chat, search, tools, config): it may import any room of the application, and none
-of them may import it.
+public and small. Imported by tests and bench, never by the application: it may import any room
+of the application, and none of them may import it.
 
 - `fake_anthropic`: the one local fake of the Anthropic Messages API (real SSE over HTTP), in
   three modes: scripted per test (`FakeAnthropic().enqueue_reply(...)`), the same reply to
@@ -13,6 +12,10 @@ of them may import it.
   `faults` (the fault campaign's planner).
 - `fake_model`: `FakeClient`, the in-process fake model (no HTTP), registered like a provider
   (`providers.registry.register`).
+- `fake_embeddings`: a fake embedder, registered as a real one is, and an OpenAI-compatible
+  embeddings server that answers with it.
 - `queries` (database queries counted on every thread), `waiting` (wait for the turn engine by
   its tasks), `servers` (free ports, a session cookie for a user).
+
+May import: config, web, render, turns, tools, search, chat, compaction, providers and core.
 """

@@ -86,10 +86,10 @@ async def channel_layer(settings):
     work in this test's event loop is shut down after it."""
     from channels.layers import channel_layers
 
-    from chat.turns import engine
+    from turns import engine
 
     if not settings.REDIS_URL:
-        settings.CHANNEL_LAYERS = {"default": {"BACKEND": "core.layers.InMemoryLayer"}}
+        settings.CHANNEL_LAYERS = {"default": {"BACKEND": "core.channel_layer.InMemoryLayer"}}
     channel_layers.backends.clear()
     yield
     await engine.shutdown()

@@ -8,7 +8,7 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from chat.models import Message
-from chat.window import load_window
+from chat.window_loading import load_window
 from compaction.models import Compaction
 from providers.tokens import estimate_request
 from support.fake_model import OMIT

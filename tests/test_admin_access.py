@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from chat import compaction_actions as actions
+from chat import compactions as actions
 from compaction.models import Compaction, Review
 from core.errors import ActionError
 from tests.transcripts import add_turns

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from chat.render.meter import sawtooth_svg
+from render.meter import sawtooth_svg
 
 
 def points(svg: str) -> list[tuple[float, float]]:

@@ -1,4 +1,4 @@
-"""The streamed text's coalescing (chat/turns/relay.py): frames do not grow with the deltas."""
+"""The streamed text's coalescing (turns/relay.py): frames do not grow with the deltas."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import asyncio
 import pytest
 
 from chat.events import MeterMoved
-from chat.render import frames as fragments
-from chat.turns.relay import DeltaRelay
+from render import frames as fragments
+from turns.relay import DeltaRelay
 
 LONG = 3600.0  # an interval no test waits out: what goes out before it is what goes at once
 BUBBLE = "<article>bubble</article>"

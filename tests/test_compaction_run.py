@@ -8,21 +8,21 @@ import pytest
 from asgiref.sync import sync_to_async
 from django.db import transaction
 
-from chat import compaction_actions as actions
 from chat import compactions
+from chat import compactions as actions
 from chat.models import Conversation, Pin
-from chat.state import read_state
-from chat.turns import compacting
-from chat.turns.tasks import hold
-from chat.window import load_window, state_of
+from chat.snapshot import read_snapshot
+from chat.window_loading import load_window, state_of
+from compaction.assembly import SUMMARY_INTRO
 from compaction.models import Compaction
-from compaction.window import SUMMARY_INTRO
 from core import db, runtime
 from core.errors import ActionError
 from providers import registry
 from support.fake_model import FakeClient
 from support.messages_api import system_text
 from tests.transcripts import add_turns, snapshot
+from turns import compacting
+from turns.tasks import hold
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -52,7 +52,7 @@ def window_of(conversation):
 def _open(conversation_id, trigger, instructions, before_reply):
     with transaction.atomic():
         conversation = Conversation.objects.locked(conversation_id)
-        state = read_state(conversation_id)
+        state = read_snapshot(conversation_id)
         return compactions.open_locked(
             conversation,
             state_of(conversation, state),

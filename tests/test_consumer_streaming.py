@@ -9,7 +9,7 @@ import re
 import pytest
 
 from chat.models import Message
-from core import layers, runtime
+from core import channel_layer, runtime
 from support.waiting import settle
 from tests.conftest import receive_until, shows, socket_for
 
@@ -339,7 +339,7 @@ async def test_stop_reaches_the_reply_even_with_no_tab_left_in_its_process(
     await ws.send_to(text_data=send("long one"))
     await receive_until(ws, lambda f: "beforeend:#msg-2-text" in f)
     await ws.disconnect()
-    await layers.stop(conversation.pk)  # as a tab connected to another process would
+    await channel_layer.stop(conversation.pk)  # as a tab connected to another process would
     await settle(conversation.pk)
     reply = (await messages_of(conversation))[-1]
     assert reply.status == "interrupted" and 0 < len(reply.text) < 200

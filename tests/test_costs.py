@@ -11,10 +11,10 @@ from django.core.exceptions import ImproperlyConfigured
 
 from chat.figures import load_spent
 from chat.models import Conversation, Message
-from chat.render.meter import spend_shown
 from config.env import env_prices
 from providers.prices import cost, price_of
 from providers.values import Usage
+from render.meter import spend_shown
 from support.fake_model import OMIT
 from support.waiting import settle
 from tests.conftest import receive_until, socket_for

@@ -12,7 +12,7 @@ import pytest
 from django.db import connection, transaction
 
 from chat.models import Conversation
-from chat.state import read_state
+from chat.snapshot import read_snapshot
 from core import db
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -85,7 +85,7 @@ def _snapshot_prepared(conversation_id: int, times: int) -> bool:
     """Run the window snapshot `times` times; is it now prepared on this connection?"""
     for _ in range(times):
         with transaction.atomic():
-            read_state(conversation_id)
+            read_snapshot(conversation_id)
     with connection.cursor() as cursor:
         cursor.execute("SELECT statement FROM pg_prepared_statements")
         return any("WITH b AS" in statement for (statement,) in cursor.fetchall())

@@ -12,7 +12,7 @@ from django.test import AsyncClient
 from django.test.utils import CaptureQueriesContext
 from markdown_it import MarkdownIt
 
-from chat import exports, safe_markdown
+from chat.exports import as_markdown, downloads, safe_markdown
 from chat.models import Conversation, Message
 from compaction.models import Compaction
 from tests.transcripts import add_turns, text_block
@@ -348,7 +348,7 @@ def test_queries_do_not_grow_with_the_conversation(client, alice):
             summary="Brief.",
         )
         with CaptureQueriesContext(connection) as queries:
-            text = "".join(exports.conversation_markdown(conversation))
+            text = "".join(as_markdown.conversation_markdown(conversation))
         assert f"### Assistant · #{2 * turns}" in text
         counts.append(len(queries))
     # The boundaries, the branch on screen ((seq, parent) pairs), the pins, the messages by
@@ -373,8 +373,8 @@ async def test_under_asgi_it_streams_from_an_async_iterator(alice):
 
 
 def test_batched_joins_pieces_into_chunks():
-    assert list(exports.batched(["ab", "cd", "e"], size=3)) == ["abcd", "e"]
-    assert list(exports.batched([], size=3)) == []
+    assert list(downloads.batched(["ab", "cd", "e"], size=3)) == ["abcd", "e"]
+    assert list(downloads.batched([], size=3)) == []
 
 
 def test_pinned_messages_are_marked(client, alice, conversation):

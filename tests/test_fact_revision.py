@@ -193,7 +193,7 @@ def test_the_admin_shows_the_key_facts_beside_the_summary(admin_client, conversa
 
 @pytest.mark.django_db
 def test_an_edited_draft_is_counted_again(alice, conversation):
-    from chat import compaction_actions
+    from chat import compactions
 
     add_turns(conversation, 8)
     long_conversation = conversation
@@ -211,7 +211,7 @@ def test_an_edited_draft_is_counted_again(alice, conversation):
         facts_kept=0,
         facts_lost=["server listens on port 41234"],
     )
-    approved = compaction_actions.approve(
+    approved = compactions.approve(
         alice, long_conversation.pk, draft.pk, "The heron server listens on port 41234."
     )
     assert (approved.facts_total, approved.facts_kept, approved.facts_lost) == (1, 1, [])

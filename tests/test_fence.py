@@ -11,7 +11,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from chat.render.markdown import render_markdown
+from compaction.assembly import RECALL_NOTE, summary_pair
 from compaction.brief import (
     clean_summary,
     close_open_fence,
@@ -21,7 +21,7 @@ from compaction.brief import (
 from compaction.entries import Entry
 from compaction.models import Compaction
 from compaction.prompt import SECTIONS
-from compaction.window import RECALL_NOTE, summary_pair
+from render.markdown import render_markdown
 from tests.transcripts import add_turns, text_block
 
 CODE = "```python\ndef f():\n    return 1\n"  # opened, never closed

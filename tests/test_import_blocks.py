@@ -11,7 +11,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from chat.models import Conversation
-from chat.window import load_window
+from chat.window_loading import load_window
 from support.messages_api import invalid_request
 
 pytestmark = pytest.mark.django_db(transaction=True)

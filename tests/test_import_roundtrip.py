@@ -17,8 +17,8 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 
 from chat import transcript
 from chat.models import Conversation, Message
-from chat.web.sidebar import TODAY
-from chat.window import load_window
+from chat.sidebar import TODAY
+from chat.window_loading import load_window
 from compaction.models import Compaction
 from support.waiting import settle
 from tests.conftest import frame, receive_until, shows, socket_for

@@ -13,9 +13,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from chat import imports
-from chat.import_history import Said
-from chat.import_schema import Imported
+from chat.imports import importing
+from chat.imports.history import Said
+from chat.imports.schema import Imported
 from chat.models import Conversation, Import, Message
 from chat.search_index import INDEXED_CHARS
 from tests.test_import import chatgpt_conversation
@@ -42,7 +42,7 @@ def inserts(queries) -> int:
 
 def test_a_file_bad_at_its_end_leaves_nothing_of_the_batches_written_before(client, alice):
     client.force_login(alice)
-    messages = turns(4 * imports.BATCH_MESSAGES) + [{"role": "user", "content": 42}]
+    messages = turns(4 * importing.BATCH_MESSAGES) + [{"role": "user", "content": 42}]
     with CaptureQueriesContext(connection) as queries:
         response = upload(client, {"title": "Half", "messages": messages})
     assert response.status_code == 400 and "message 2001" in response.content.decode()
@@ -66,10 +66,10 @@ def test_a_chatgpt_file_bad_in_its_last_conversation_leaves_none(client, alice):
     assert not Conversation.objects.exists() and not Message.objects.exists()
 
 
-def staged(alice, word: str) -> tuple[Import, imports.Staging]:
+def staged(alice, word: str) -> tuple[Import, importing.Staging]:
     """An import halfway: begun, one conversation written in a batch, not finished."""
-    run = imports.begin(alice)
-    staging = imports.Staging(run, alice)
+    run = importing.begin(alice)
+    staging = importing.Staging(run, alice)
     item = Imported(title=f"Staged {word}")
     conversation = staging.conversation(item)
     for role in ("user", "assistant"):
@@ -98,7 +98,7 @@ def test_staged_conversations_are_seen_nowhere_until_the_import_ends(client, ali
     restore = client.post(f"/conversations/{pk}/restore/")
     assert restore.status_code in (302, 400, 404)
     assert Conversation.objects.get(pk=pk).deleted_at is not None  # an undo does not show it
-    imports.finish(run, staging)
+    importing.finish(run, staging)
     assert all(seen().values()), seen()
     assert not Import.objects.exists()
 
@@ -109,7 +109,7 @@ def test_a_second_import_while_one_runs_is_refused_and_the_first_goes_on(client,
     response = upload(client, {"messages": turns(2)})
     assert response.status_code == 429
     assert "still running" in response.content.decode()
-    imports.finish(run, staging)
+    importing.finish(run, staging)
     assert Conversation.objects.filter(owner=alice).count() == 1
     assert upload(client, {"messages": turns(2)}).status_code == 302
 
@@ -117,7 +117,7 @@ def test_a_second_import_while_one_runs_is_refused_and_the_first_goes_on(client,
 def test_an_import_left_by_a_dead_process_is_cleared_by_the_next(client, alice, bob):
     run, staging = staged(alice, "orphan")
     Import.objects.filter(pk=run.pk).update(
-        heartbeat_at=timezone.now() - imports.STALE_AFTER - timezone.timedelta(seconds=1)
+        heartbeat_at=timezone.now() - importing.STALE_AFTER - timezone.timedelta(seconds=1)
     )
     client.force_login(bob)
     assert upload(client, {"messages": turns(2)}).status_code == 302
@@ -127,7 +127,7 @@ def test_an_import_left_by_a_dead_process_is_cleared_by_the_next(client, alice, 
     # Had its process only been slow, its next batch stops it, and it clears nothing of bob's.
     late = staging.conversation(Imported(title="late"))
     staging.message(late, Said("user", [{"type": "text", "text": "x"}]))
-    with pytest.raises(imports.ActionError, match="stopped for too long"):
+    with pytest.raises(importing.ActionError, match="stopped for too long"):
         staging.flush()
     assert Conversation.objects.filter(owner=bob).count() == 1
 
@@ -167,7 +167,7 @@ async def test_a_staged_conversation_takes_no_socket_until_the_import_ends(alice
     ws = socket_for(alice, staging.first)
     connected, _ = await ws.connect()
     assert not connected
-    await sync_to_async(imports.finish)(run, staging)
+    await sync_to_async(importing.finish)(run, staging)
     ws = socket_for(alice, staging.first)
     connected, _ = await ws.connect()
     assert connected

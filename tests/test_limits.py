@@ -12,10 +12,10 @@ from django.utils import timezone
 
 from chat import limits
 from chat.models import Conversation, Message
-from chat.turns import actions
 from core.errors import ActionError
 from support.waiting import settle
 from tests.conftest import receive_until, socket_for
+from turns import actions
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

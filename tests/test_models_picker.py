@@ -11,7 +11,7 @@ from asgiref.sync import sync_to_async
 
 from chat.models import Conversation
 from compaction.models import Compaction
-from compaction.state import budget_for
+from compaction.window_state import budget_for
 from providers import registry
 from support.waiting import settle
 from tests.conftest import receive_until, socket_for

@@ -7,12 +7,12 @@ import re
 import pytest
 from asgiref.sync import sync_to_async
 
-from chat.turns import compacting
 from compaction import boundaries
 from compaction.models import Compaction
 from support.waiting import settle
 from tests.conftest import frame, receive_until, socket_for
 from tests.transcripts import add_turns
+from turns import compacting
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("channel_layer")]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from chat.models import Conversation, Message
-from compaction.window import SUMMARY_INTRO
+from compaction.assembly import SUMMARY_INTRO
 from tests.transcripts import add_turns, committed_boundary
 
 pytestmark = pytest.mark.django_db

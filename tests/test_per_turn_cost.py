@@ -11,7 +11,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from chat.models import Conversation
-from chat.window import load_window
+from chat.window_loading import load_window
 from compaction.models import Compaction
 from support.queries import all_queries
 from support.waiting import settle

@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
+from compaction.assembly import summary_pair
 from compaction.brief import rule_based_summary
 from compaction.entries import Entry
-from compaction.window import summary_pair
 from providers import registry
 from providers.tokens import estimate_request, estimate_text
 from providers.values import Final, Request, TextDelta

@@ -13,13 +13,13 @@ from channels_redis.pubsub import RedisPubSubChannelLayer
 from django.utils import timezone
 
 from chat.models import Conversation, Message
-from chat.turns import engine, liveness
-from chat.turns.recovery import orphaned_queues
 from compaction.models import Compaction
-from core.layers import InMemoryLayer
+from core.channel_layer import InMemoryLayer
 from support.waiting import settle
 from tests.conftest import receive_until, shows, socket_for
 from tests.transcripts import add_turns
+from turns import engine, liveness
+from turns.recovery import orphaned_queues
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("channel_layer")]
 

@@ -12,9 +12,9 @@ from asgiref.sync import sync_to_async
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from chat.models import Conversation, Message
-from chat.web.consumer import LAYER_DOWN
 from support.servers import Redis, session_for
 from tests.servers import Server, Tab, wait_for
+from web.consumer import LAYER_DOWN
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -4,10 +4,10 @@ unwrapped and each tool call beside its result. Everything sanitised."""
 
 from __future__ import annotations
 
-from chat.render.bubbles import blocks
-from chat.render.markdown import render_typed
-from chat.render.window_view import window_messages
-from compaction.window import SUMMARY_INTRO, Window, summary_pair, summary_parts
+from compaction.assembly import SUMMARY_INTRO, Window, summary_pair, summary_parts
+from render.bubbles import blocks
+from render.markdown import render_typed
+from render.window_view import window_messages
 
 
 def test_a_persons_fence_is_a_code_block_and_the_rest_is_as_typed():

@@ -13,9 +13,9 @@ from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.conf import settings
 
-from chat.web.consumer import SESSION_ENDED
-from chat.web.origin import same_origin
 from tests.conftest import socket_for
+from web.consumer import SESSION_ENDED
+from web.origin import same_origin
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("channel_layer")]
 

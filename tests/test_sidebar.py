@@ -14,9 +14,9 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
+from chat import sidebar
 from chat.models import Conversation, Message
-from chat.web import sidebar
-from chat.web.sidebar import Cursor, Entry, group, label
+from chat.sidebar import Cursor, Entry, group, label
 
 HTMX = {"HX-Request": "true"}
 PARIS = ZoneInfo("Europe/Paris")

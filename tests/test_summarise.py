@@ -319,9 +319,9 @@ def test_the_rule_based_summary_keeps_the_users_focus_even_when_tight():
 
 
 def test_the_summary_cites_message_numbers_and_the_window_says_they_can_be_recalled():
+    from compaction.assembly import RECALL_NOTE, assemble
     from compaction.entries import Entry
     from compaction.prompt import build_summary_request
-    from compaction.window import RECALL_NOTE, assemble
 
     entries = [Entry(12, "user", [{"type": "text", "text": "The port is 8443."}])]
     _, messages = build_summary_request(entries, None)

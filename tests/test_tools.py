@@ -13,7 +13,7 @@ import pytest
 from asgiref.sync import sync_to_async
 
 from chat.models import Message
-from chat.window import load_window
+from chat.window_loading import load_window
 from providers.tokens import MESSAGE_OVERHEAD
 from providers.usage_columns import COLUMNS
 from support.messages_api import stripped, system_text

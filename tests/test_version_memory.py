@@ -8,8 +8,8 @@ import pytest
 
 from chat.branches import remembered_end
 from chat.models import Conversation, Message
-from chat.state import read_state
-from chat.turns.versions import switch_version
+from chat.snapshot import read_snapshot
+from turns.versions import switch_version
 
 # 1 (you) 2 (reply), 2 asked again as 3, then 1 edited as 4 with its reply 5.
 PARENTS = {1: 0, 2: 1, 3: 1, 4: 0, 5: 4}
@@ -35,7 +35,7 @@ def test_switching_back_to_a_message_shows_the_reply_chosen_under_it_before(alic
 
     def on_screen() -> list[int]:
         leaf = Conversation.objects.get(pk=conversation.pk).leaf_seq
-        return read_state(conversation.pk).branch(leaf)
+        return read_snapshot(conversation.pk).branch(leaf)
 
     assert on_screen() == [4, 5]
     switch_version(alice, conversation.pk, 4, 1)

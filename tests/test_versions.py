@@ -10,8 +10,8 @@ from django.test.utils import CaptureQueriesContext
 from chat import transcript
 from chat.branches import Fork, Tree, Versions, newest_end, on_branch, parent_of, versions
 from chat.models import Conversation, Message
-from chat.state import read_state
-from chat.window import load_window
+from chat.snapshot import read_snapshot
+from chat.window_loading import load_window
 from compaction.models import Compaction
 from compaction.prompt import SYSTEM_PROMPT
 from support.waiting import settle
@@ -344,12 +344,12 @@ def _edited_conversation(conversation) -> None:
 @pytest.mark.django_db
 def test_the_state_knows_which_messages_have_an_older_version(conversation):
     _edited_conversation(conversation)
-    assert read_state(conversation.pk).later_versions() == {5}  # 6 answers 5: no other version
+    assert read_snapshot(conversation.pk).later_versions() == {5}  # 6 answers 5: no other version
     Conversation.objects.filter(pk=conversation.pk).update(leaf_seq=4)  # switched back to 3
     conversation.refresh_from_db()
-    assert read_state(conversation.pk).later_versions() == {5}  # 3 is the older one still
+    assert read_snapshot(conversation.pk).later_versions() == {5}  # 3 is the older one still
     committed_boundary(conversation, first_kept_seq=5)
-    assert read_state(conversation.pk).later_versions() == set()  # 3 is before the boundary
+    assert read_snapshot(conversation.pk).later_versions() == set()  # 3 is before the boundary
 
 
 @pytest.mark.django_db
@@ -357,7 +357,7 @@ def test_a_compaction_does_not_cut_at_an_edited_message(conversation, settings):
     from django.db import transaction
 
     from chat import compactions
-    from chat.window import state_of
+    from chat.window_loading import state_of
 
     settings.CONTEXT_BUDGET_TOKENS, settings.KEEP_TAIL_SHARE = 2_000, 0.25  # keep 500
     _edited_conversation(conversation)
@@ -370,7 +370,7 @@ def test_a_compaction_does_not_cut_at_an_edited_message(conversation, settings):
     # The tail from 5 (400 tokens) would fit, but would leave 3, its older version, behind.
     with transaction.atomic():
         locked = Conversation.objects.locked(conversation.pk)
-        state = read_state(locked.pk)
+        state = read_snapshot(locked.pk)
         opened = compactions.open_locked(
             locked,
             state_of(locked, state),

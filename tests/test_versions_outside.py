@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from chat.models import Conversation, Message
-from chat.window import load_window
+from chat.window_loading import load_window
 from compaction.models import Compaction
 from tests.test_versions import _edited_conversation
 

@@ -9,7 +9,7 @@ from django.db import connection
 from django.utils import timezone
 
 from chat.models import Message, Pin
-from chat.window import load_window
+from chat.window_loading import load_window
 from compaction.models import Compaction
 from tests.transcripts import add_turns, text_block
 

@@ -13,9 +13,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from compaction.cut import choose_cut
-from compaction.entries import Entry
-from compaction.window import (
+from compaction.assembly import (
     PINNED_HEADING,
     SUMMARY_ACK,
     SUMMARY_INTRO,
@@ -28,6 +26,8 @@ from compaction.window import (
     repair,
     summary_pair,
 )
+from compaction.cut import choose_cut
+from compaction.entries import Entry
 from tests.transcripts import tail_tokens, tool_result_ids, tool_use_ids
 
 SYSTEM = "SYSTEM-PROMPT-MARKER: you are a careful assistant."

@@ -52,17 +52,17 @@ def test_user_text_is_escaped_too(client, alice, conversation):
 
 
 def test_streamed_deltas_are_escaped():
-    from chat.render.frames import delta
+    from render.frames import delta
 
     assert "<script>" not in delta(3, "<script>alert(1)</script>")
     assert "&lt;script&gt;" in delta(3, "<script>")
 
 
 def test_every_value_a_bubble_shows_is_escaped():
-    """chat/render/bubbles.py writes the bubble as a string: the user's text (in the edit box
+    """render/bubbles.py writes the bubble as a string: the user's text (in the edit box
     too), the error a provider sent and the tool's name, input and result all arrive as text."""
-    from chat.render.bubbles import message_html
     from chat.transcript import Item
+    from render.bubbles import message_html
 
     evil = '"><img src=x onerror=alert(1)>'
     user = Message(pk=1, seq=1, role="user", content=[{"type": "text", "text": evil}])

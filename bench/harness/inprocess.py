@@ -60,13 +60,13 @@ async def run_turn(
     sent: Callable[[Any], None] | None = None,
 ):
     """One turn through the real code, in this event loop, as the websocket's send runs it: the
-    message stored and its reply claimed (`chat.turns.actions.send`), the claimed step, if any,
+    message stored and its reply claimed (`turns.actions.send`), the claimed step, if any,
     started on the engine, then awaited until the engine has nothing left to do for the
     conversation (`support.waiting.settle`: a compaction the pre-send check opened, the reply,
     the auto-compaction after it). `sent` is called with the claim between the send and the
     engine's start. Returns the send's claim."""
-    from chat.turns import actions, engine
     from support.waiting import settle
+    from turns import actions, engine
 
     claim = await actions.send(user, conversation_id, text)
     if sent is not None:

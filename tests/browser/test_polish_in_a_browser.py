@@ -10,7 +10,7 @@ import time
 import pytest
 from playwright.sync_api import expect
 
-from compaction.window import PINNED_HEADING
+from compaction.assembly import PINNED_HEADING
 
 from .conftest import (
     export,

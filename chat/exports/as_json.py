@@ -1,0 +1,74 @@
+"""export.json: the whole conversation for programs, which importing it gives back."""
+
+from __future__ import annotations
+
+from chat.models import Conversation, Pin
+from chat.transcript import current_branch
+from chat.window_loading import load_window
+from compaction.models import Compaction
+
+
+def conversation_json(conversation: Conversation) -> dict:
+    """The whole conversation for programs: every message, every compaction (whatever its
+    status) and the exact window the next request would carry. Compactions come before the
+    messages, which name them (`window_boundary`), so an import reads each once, in order
+    (chat/imports/history.py). Four queries, whatever its length."""
+    state = load_window(conversation)
+    branch = current_branch(conversation)
+    pinned = set(Pin.objects.filter(conversation=conversation).values_list("message_id", flat=True))
+    return {
+        "id": conversation.pk,
+        "title": conversation.title,
+        "model": conversation.model,
+        "system_prompt": conversation.system_prompt,
+        "created_at": conversation.created_at.isoformat(),
+        "updated_at": conversation.updated_at.isoformat(),
+        # Every version is listed; the ones on the user's screen are `on_branch`, which ends at
+        # `branch_end`.
+        "branch_end": max(branch, default=None),
+        "compactions": [
+            {
+                "id": c.pk,
+                "trigger": c.trigger,
+                "kind": c.kind,
+                "status": c.status,
+                "imported": c.imported,
+                "pre_tokens": c.pre_tokens,
+                "post_tokens": c.post_tokens,
+                "first_kept_seq": c.first_kept_seq,
+                "cleared_before_seq": c.cleared_before_seq,
+                "cleared_count": c.cleared_count,
+                "summary": c.summary,
+                "summariser": c.summariser,
+                "instructions": c.instructions,
+                "edited": c.edited,
+                # The key facts of what the summary replaced: how many it kept, which it lost.
+                "facts": {"total": c.facts_total, "kept": c.facts_kept, "lost": c.facts_lost},
+                "created_at": c.created_at.isoformat(),
+                "updated_at": c.updated_at.isoformat(),
+            }
+            for c in Compaction.objects.filter(conversation=conversation).order_by("id")
+        ],
+        "messages": [
+            {
+                "seq": m.seq,
+                "parent": m.parent,
+                "on_branch": m.seq in branch,
+                "pinned": m.pk in pinned,
+                "role": m.role,
+                "content": m.content,
+                "status": m.status,
+                "tokens": m.tokens,
+                "usage": m.usage.as_dict() if m.usage else None,
+                # The window once this reply was in it, as the server counted it, and the
+                # boundary it was sent under: the meter and the chart read them.
+                "window_tokens": m.window_tokens,
+                "window_head_tokens": m.window_head_tokens,
+                "window_boundary": m.window_boundary_id,
+                "created_at": m.created_at.isoformat(),
+                "updated_at": m.updated_at.isoformat(),
+            }
+            for m in conversation.messages.order_by("seq").iterator()
+        ],
+        "window": {**state.window().as_request(), "tokens": state.tokens},
+    }

@@ -1,0 +1,94 @@
+"""What a person does to a conversation's queue over its websocket: send a message, take back a
+queued one, stop a reply, make a new version or switch to another one.
+
+Each validates and writes in one transaction on the database threads (`core.db.run`), then sends
+what happened to every tab (`core.outbox`). Every one takes the requesting user and scopes its
+queries to them, so no caller can reach another user's data. A returned claim's step is what the
+engine runs (`engine.start`).
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+
+from chat import transcript
+from chat.events import BranchShown, MessageAdded, MessageChanged
+from chat.figures import load_panel
+from chat.models import Conversation, Message
+from chat.window_loading import load_window
+from core import channel_layer, db, outbox
+from core.clean import number
+from turns import recovery, transitions, versions
+from turns.tasks import show_recovered
+
+
+async def send(user, conversation_id, text) -> transitions.Claim:
+    """Store the user's message; it runs now or waits its turn, never refused for being early."""
+    text = transitions.clean_message(text)
+    claim = await db.run(transitions.append, user, conversation_id, text)
+    await _show_sent(claim)
+    await show_recovered(claim.recovered)
+    return claim
+
+
+async def _show_sent(claim: transitions.Claim) -> None:
+    """The user's message, unless the reply to it starts now: that shows it, in the same frame
+    as its own bubble."""
+    if claim.message is None:
+        return
+    if isinstance(claim.step, transitions.Turn) and claim.step.message is claim.message:
+        return
+    await outbox.send(
+        claim.message.conversation_id, MessageAdded(claim.message, queued=claim.queued)
+    )
+
+
+async def cancel(user, conversation_id, seq) -> None:
+    """Take back a queued message before it is sent."""
+    message = await db.run(transitions.cancel, user, conversation_id, seq)
+    await outbox.send(message.conversation_id, MessageChanged(message))
+
+
+async def stop(user, conversation_id, seq=None) -> tuple[Message, ...]:
+    """Stop the streaming reply (the one numbered `seq`, if given: a second Stop aimed at a
+    reply that has ended must not stop the next one), wherever it runs. Returns replies closed
+    because their process had died (the caller restarts the queue behind them)."""
+    seq = number(seq)
+    recovered = await db.run(recovery.request_stop, user, conversation_id, seq)
+    conversation_id = number(conversation_id)
+    await channel_layer.stop(conversation_id, seq)
+    await show_recovered(recovered)
+    return recovered
+
+
+async def new_version(user, conversation_id, seq, text=None) -> transitions.Claim:
+    """Ask a reply again (regenerate, or retry one that failed), or, with `text`, send an edited
+    version of the user's message `seq`. Every tab drops the branch below it and shows the new
+    version there; the earlier ones stay switchable."""
+    if text is not None:
+        text = transitions.clean_message(text)
+    made = await db.run(versions.new_version, user, conversation_id, seq, text)
+    await outbox.send(made.conversation.pk, await db.run(_branch, made.conversation, made.after))
+    await _show_sent(made.claim)
+    return made.claim
+
+
+async def switch_version(user, conversation_id, seq, to) -> None:
+    """Show another version of message `seq`: every tab shows that branch, and the window (and
+    its meter) follows it."""
+    conversation = await db.run(versions.switch_version, user, conversation_id, seq, to)
+    await outbox.send(conversation.pk, await db.run(_branch, conversation))
+
+
+def _branch(conversation: Conversation, leaf: int | None = None) -> BranchShown:
+    """The transcript's newest page along the branch ending at `leaf` (None: the one on
+    screen), and the context panel it makes."""
+    panel = load_panel(conversation, load_window(conversation))
+    page = transcript.page(
+        conversation,
+        before=None,
+        limit=settings.PAGE_MESSAGES,
+        leaf=leaf,
+        first_kept=panel.first_kept_seq,
+    )
+    return BranchShown(page, conversation, panel)

@@ -1,0 +1,3 @@
+"""The pages and endpoints, one module a family: the conversation pages (`conversations`), the
+sidebar's list and menus (`sidebar`), search (`search`), import and export (`import_export`),
+accounts (`accounts`), and the one lookup they share (`owned`)."""

@@ -1,0 +1,211 @@
+"""Flat function views for the conversation pages. Each looks data up through
+`owned_or_404` or an action scoped to the user, so another user's conversation is a 404 and
+never a leak."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.contrib import messages as flash
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from chat import conversations, sidebar, transcript
+from chat.figures import load_figures, load_panel
+from chat.models import Conversation
+from chat.window_loading import load_window
+from core.clean import number
+from core.errors import ActionError
+from render import frames, window_view
+from tools import registry as tools
+from web.views.owned import owned_or_404
+from web.views.sidebar import page_context
+
+
+@login_required
+@require_GET
+def home(request: HttpRequest) -> HttpResponse:
+    # The latest of the listed ones: an archived conversation is not where anyone starts.
+    latest = Conversation.objects.owned_by(request.user).filter(archived_at__isnull=True).first()
+    if latest:
+        url = reverse("conversation", args=[latest.pk])
+        if request.GET.get("sidebar") == sidebar.ARCHIVED:
+            url += f"?sidebar={sidebar.ARCHIVED}"  # the no-script way to the archived list
+        return redirect(url)
+    return render(request, "chat/empty.html", page_context(request))
+
+
+@login_required
+@require_POST
+def conversation_create(request: HttpRequest) -> HttpResponse:
+    """Create on the model picked (`model`; none: the default). A model not offered here gets
+    a 400 naming the ones that are, and nothing is created."""
+    try:
+        conversation = conversations.create_conversation(
+            request.user, model=request.POST.get("model") or None
+        )
+    except ActionError as exc:
+        context = page_context(request) | {"create_error": exc.reason}
+        return render(request, "chat/empty.html", context, status=400)
+    return redirect("conversation", conversation_id=conversation.pk)
+
+
+@login_required
+@require_GET
+def conversation_detail(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    conversation = owned_or_404(request, conversation_id)
+    panel = load_panel(conversation, load_window(conversation))
+    context = page_context(request, conversation) | {
+        "page": transcript.page(
+            conversation,
+            before=None,
+            limit=settings.PAGE_MESSAGES,
+            reaching=number(request.GET.get("at")),  # a search hit to jump to
+            first_kept=panel.first_kept_seq,
+        ),
+        "ctx": panel,
+        "draft": panel.draft,  # a summary waiting for review shows on load, not only when drafted
+        "conversation": conversation,
+    }
+    if request.htmx and request.GET.get("part") == "transcript":
+        # Reconnect: the tab re-fetches the transcript and replaces its own copy wholesale.
+        return render(request, "chat/conversation.html#transcript", context)
+    return render(request, "chat/conversation.html", context)
+
+
+@login_required
+@require_GET
+def conversation_older(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    conversation = owned_or_404(request, conversation_id)
+    try:
+        before = int(request.GET.get("before", ""))
+    except ValueError:
+        return HttpResponse("Say which messages: ?before=<seq>.", status=400)
+    page = transcript.page(conversation, before=before, limit=settings.PAGE_MESSAGES)
+    return render(
+        request, "chat/conversation.html#older", {"page": page, "conversation": conversation}
+    )
+
+
+@login_required
+@require_GET
+def conversation_context(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    conversation = owned_or_404(request, conversation_id)
+    context = {
+        "ctx": load_panel(conversation, load_window(conversation)),
+        "conversation": conversation,
+    }
+    return render(request, "chat/conversation.html#context", context)
+
+
+@login_required
+@require_GET
+def conversation_window(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    """'What the model sees': exactly the window that export.json reports."""
+    conversation = owned_or_404(request, conversation_id)
+    state = load_window(conversation)
+    window = state.window()
+    return render(
+        request,
+        "chat/conversation.html#model-view",
+        {
+            "window": window,
+            "shown": window_view.window_messages(window),
+            "tokens": state.tokens,
+            "conversation": conversation,
+        },
+    )
+
+
+@login_required
+@require_POST
+def conversation_rename(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    title = request.POST.get("title", "")
+    return _changed(
+        request,
+        conversation_id,
+        lambda: conversations.rename_conversation(request.user, conversation_id, title),
+    )
+
+
+@login_required
+@require_POST
+def conversation_settings(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    return _changed(
+        request,
+        conversation_id,
+        lambda: conversations.update_settings(
+            request.user,
+            conversation_id,
+            system_prompt=request.POST.get("system_prompt", ""),
+            review_compactions=request.POST.get("review_compactions") == "on",
+        ),
+        saved="Settings saved.",
+        refused="Settings not saved. {}",
+    )
+
+
+def _changed(request, conversation_id, change, *, saved: str = "", refused: str = "{}"):
+    """A form's change to the user's conversation: made, or refused with its reason in a flash
+    message; back to the conversation either way."""
+    owned_or_404(request, conversation_id)
+    try:
+        change()
+    except ActionError as exc:
+        flash.error(request, refused.format(exc.reason))
+    else:
+        if saved:
+            flash.success(request, saved)
+    return redirect("conversation", conversation_id=conversation_id)
+
+
+@login_required
+@require_POST
+def message_pin(request: HttpRequest, message_id: int) -> HttpResponse:
+    pinned = request.POST.get("pinned") == "1"
+    try:
+        message = conversations.set_pinned(request.user, message_id, pinned)
+    except ActionError as exc:
+        # Said in the page's notice (chat.js); an unknown or another user's message is a 404.
+        unknown = isinstance(exc, conversations.NoSuchMessage)
+        return HttpResponse(
+            exc.reason, status=404 if unknown else 400, content_type="text/plain; charset=utf-8"
+        )
+    # A pin before the boundary rides in the window, so the meter moves with it.
+    conversation = message.conversation
+    figures = load_figures(conversation, load_window(conversation))
+    return HttpResponse(
+        frames.message(transcript.item_of(message, pinned)) + frames.figures(figures)
+    )
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+async def conversation_tools(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    """The conversation's tool switches: every tool the chat has (built-in and MCP), on or off.
+    Async: listing MCP tools talks to the servers this process keeps running."""
+    user = await request.auser()
+    conversation = await Conversation.objects.owned_by(user).filter(pk=conversation_id).afirst()
+    if conversation is None:
+        raise Http404("No such conversation.")
+    available = await tools.available()
+    saved = False
+    if request.method == "POST":
+        conversation.disabled_tools = tools.switched_off(
+            conversation.disabled_tools,
+            listed={t.name for t in available},
+            enabled=set(request.POST.getlist("enabled")),
+        )
+        await conversation.asave(update_fields=["disabled_tools", "updated_at"])
+        if not request.htmx:
+            return redirect("conversation", conversation.pk)
+        saved = True
+    off = set(conversation.disabled_tools)
+    context = {
+        "conversation": conversation,
+        "tools": [(t, t.name not in off) for t in available],
+        "saved": saved,
+    }
+    return render(request, "chat/conversation.html#tools", context)

@@ -1,0 +1,66 @@
+"""Files in and out: importing export.json or ChatGPT's conversations.json, and a
+conversation's export.json and export.md downloads."""
+
+from __future__ import annotations
+
+from django.contrib import messages as flash
+from django.contrib.auth.decorators import login_required
+from django.core.handlers.asgi import ASGIRequest
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from chat import limits
+from chat.exports import as_json, as_markdown, downloads
+from chat.imports import importing
+from core.errors import ActionError
+from web.views.owned import owned_or_404
+from web.views.sidebar import page_context
+
+
+@login_required
+@require_POST
+def conversation_import(request: HttpRequest) -> HttpResponse:
+    """Import export.json or ChatGPT's conversations.json; opens the (first) imported
+    conversation. A bad file gets its reason and creates nothing; over the hourly limit, or
+    while another import of the user's runs, a 429 says so."""
+    upload = request.FILES.get("file")
+    try:
+        if upload is None:
+            raise ActionError("Choose a file to import (export.json or conversations.json).")
+        first, count = importing.import_upload(request.user, upload)
+    except ActionError as exc:
+        context = page_context(request) | {"import_error": exc.reason}
+        busy = isinstance(exc, limits.Limited | importing.Busy)
+        return render(request, "chat/empty.html", context, status=429 if busy else 400)
+    if count > 1:
+        flash.success(request, f"Imported {count:,} conversations.")
+    return redirect("conversation", conversation_id=first)
+
+
+@login_required
+@require_GET
+def conversation_export(request: HttpRequest, conversation_id: int) -> JsonResponse:
+    conversation = owned_or_404(request, conversation_id)
+    response = JsonResponse(
+        as_json.conversation_json(conversation), json_dumps_params={"ensure_ascii": False}
+    )
+    filename = downloads.filename(conversation, "json")
+    # A download, as export.md is: a file to keep or import, not a page of raw JSON in the tab.
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
+
+
+@login_required
+@require_GET
+def conversation_export_markdown(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    """The transcript as a Markdown download, streamed as it is written (chat/exports/)."""
+    conversation = owned_or_404(request, conversation_id)
+    pieces = as_markdown.conversation_markdown(conversation)
+    response = StreamingHttpResponse(
+        downloads.served_async(pieces) if isinstance(request, ASGIRequest) else pieces,
+        content_type="text/markdown; charset=utf-8",
+    )
+    filename = downloads.filename(conversation, "md")
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
