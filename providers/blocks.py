@@ -1,0 +1,75 @@
+"""Content blocks, read in one place.
+
+A message's content is the API's list of blocks (text, tool_use, tool_result, ...), stored as
+plain dicts and read by prompt building, token estimates, exports, the search index and the
+bubbles alike. What a block's type is and what text it holds is decided here, once: above all
+what a tool_result holds, since the API lets its content be a string or a list of blocks.
+
+Plain functions over plain dicts. They never raise on a malformed block (an old row, an
+import): anything that is not a block has no type and no text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+
+def type_of(block: object) -> object:
+    """A block's type ("text", "tool_use", "tool_result", ...); None when it has none or is not
+    a block. A string for every block the API sent or the app stored; untrusted JSON (an import)
+    may hold anything there, so its reader checks."""
+    return block.get("type") if isinstance(block, dict) else None
+
+
+def text_of(block: object) -> str:
+    """A text block's text; "" for any other block."""
+    return str(block.get("text") or "") if type_of(block) == "text" else ""
+
+
+def result_text(block: object, other: Callable[[dict], str] | None = None) -> str:
+    """What a tool_result holds, as text: its content when a string; when a list, its text
+    blocks joined by newlines, any other block in it (an image) left out, or written by `other`
+    when given. "" when it has no content."""
+    content = block.get("content") if isinstance(block, dict) else None
+    if isinstance(content, str):
+        return content
+    parts = []
+    for inner in content if isinstance(content, list) else ():
+        if type_of(inner) == "text":
+            parts.append(text_of(inner))
+        elif other is not None and isinstance(inner, dict):
+            parts.append(other(inner))
+    return "\n".join(parts)
+
+
+def of_type(content: Iterable | None, kind: str) -> list[dict]:
+    """The blocks of `content` of one type, in order."""
+    return [b for b in content or () if type_of(b) == kind]
+
+
+def texts(content: Iterable | None, sep: str = "\n") -> str:
+    """The text of a message's text blocks, joined by `sep` (tool traffic left out)."""
+    return sep.join(text_of(b) for b in of_type(content, "text"))
+
+
+def tool_uses(content: Iterable | None) -> list[dict]:
+    return of_type(content, "tool_use")
+
+
+def tool_results(content: Iterable | None) -> list[dict]:
+    return of_type(content, "tool_result")
+
+
+def call_ids(content: Iterable | None) -> set:
+    """The ids of the tool calls in `content`."""
+    return {b.get("id") for b in tool_uses(content)}
+
+
+def answered_ids(content: Iterable | None) -> set:
+    """The ids of the calls the tool results in `content` answer."""
+    return {b.get("tool_use_id") for b in tool_results(content)}
+
+
+def without_empty_text(content: Iterable | None) -> list:
+    """`content` without its empty text blocks, which the API refuses."""
+    return [b for b in content or () if type_of(b) != "text" or text_of(b)]
