@@ -25,6 +25,7 @@ import httpx2
 from anthropic import AsyncStream
 
 from core import runtime
+from providers.blocks import text_of, type_of, without_empty_text
 from providers.caching import with_breakpoints
 from providers.values import (
     Capabilities,
@@ -303,7 +304,7 @@ class _Reader:
         return []
 
     def _block_start(self, index: int, block: dict) -> list[Event]:
-        kind = block.get("type")
+        kind = type_of(block)
         if kind == "text":
             self.blocks[index] = {"type": "text", "text": block.get("text") or ""}
         elif kind == "tool_use":
@@ -323,7 +324,7 @@ class _Reader:
         if kind == "text_delta":
             text = delta.get("text") or ""
             block = self.blocks.setdefault(index, {"type": "text", "text": ""})
-            if block["type"] == "text" and text:
+            if type_of(block) == "text" and text:
                 block["text"] += text
                 return [TextDelta(text)]
         elif kind == "input_json_delta" and index in self.tool_json:
@@ -334,7 +335,7 @@ class _Reader:
 
     def _block_stop(self, index: int) -> list[Event]:
         block = self.blocks.get(index)
-        if block is None or block["type"] != "tool_use":
+        if type_of(block) != "tool_use":
             return []
         raw = "".join(self.tool_json.get(index, []))
         try:
@@ -352,7 +353,7 @@ class _Reader:
             )
         content = [self.blocks[i] for i in sorted(self.blocks)]
         return Final(
-            content=[b for b in content if b["type"] != "text" or b["text"]],
+            content=without_empty_text(content),
             stop_reason=self.stop_reason,
             usage=self.usage,
             model=self.model,
@@ -372,10 +373,11 @@ def _events_of_message(body: Any, model: str) -> list[Event]:
     for index, block in enumerate(body.get("content") or []):
         if not isinstance(block, dict):
             continue
-        if block.get("type") == "text" and block.get("text"):
-            content.append({"type": "text", "text": str(block["text"])})
-            events.append(TextDelta(str(block["text"])))
-        elif block.get("type") == "tool_use":
+        text = text_of(block)
+        if text:
+            content.append({"type": "text", "text": text})
+            events.append(TextDelta(text))
+        elif type_of(block) == "tool_use":
             tool = {
                 "type": "tool_use",
                 "id": str(block.get("id") or ""),

@@ -17,6 +17,7 @@ import asyncio
 import re
 from collections.abc import AsyncIterator
 
+from providers.blocks import type_of
 from providers.tokens import block_text, estimate_request, estimate_text
 from providers.values import (
     Capabilities,
@@ -173,7 +174,7 @@ def _search_results(messages: list[dict]) -> str | None:
     if not messages or messages[-1].get("role") != "user":
         return None
     results = [b for b in messages[-1].get("content") or [] if isinstance(b, dict)]
-    if any(b.get("type") != "tool_result" for b in results):
+    if any(type_of(b) != "tool_result" for b in results):
         return None  # a message the user typed (after an earlier turn's results): answer it
     if not results:
         return None
@@ -189,7 +190,7 @@ def _last_search(messages: list[dict]) -> dict | None:
     calls = [
         b.get("input") or {}
         for b in blocks
-        if isinstance(b, dict) and b.get("type") == "tool_use" and b.get("name") == SEARCH_TOOL
+        if type_of(b) == "tool_use" and b.get("name") == SEARCH_TOOL
     ]
     return calls[-1] if calls else None
 

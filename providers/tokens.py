@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 import math
 
+from providers.blocks import result_text, text_of, type_of
+
 # English prose runs near 4 characters a token for Claude's tokenizer; code and other scripts run
 # denser. Three characters a token over-counts prose by ~30%, which is the safe direction.
 CHARS_PER_TOKEN = 3.0
@@ -29,16 +31,14 @@ def estimate_text(text: str) -> int:
 
 def block_text(block: dict) -> str:
     """The characters a content block puts in front of the model."""
-    kind = block.get("type")
+    kind = type_of(block)
     if kind == "text":
-        return block.get("text", "")
+        return text_of(block)
     if kind == "tool_use":
         return f"{block.get('name', '')} {json.dumps(block.get('input', {}), sort_keys=True)}"
     if kind == "tool_result":
-        inner = block.get("content", "")
-        if isinstance(inner, list):
-            return "\n".join(block_text(b) for b in inner)
-        return str(inner)
+        # Counted whole: a block other than text in a result (an image) as its JSON.
+        return result_text(block, other=block_text)
     return json.dumps(block, sort_keys=True)
 
 

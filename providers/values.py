@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from providers.blocks import texts
+
 
 @dataclass(frozen=True)
 class Request:
@@ -153,7 +155,7 @@ class Final:
 
     @property
     def text(self) -> str:
-        return "".join(b.get("text", "") for b in self.content if b.get("type") == "text")
+        return texts(self.content, sep="")
 
 
 Event = TextDelta | ToolUseStart | ToolInputDelta | ToolUseStop | Final
