@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from compaction.entries import Entry
 from compaction.prompt import neutralise_tags, render_entry
+from providers.blocks import answered_ids, call_ids, of_type, text_of, tool_results, type_of
 
 # The summary re-enters the window as a user/assistant pair at the head of `messages`, so roles
 # keep alternating and the prefix stays byte-identical (cacheable) until the next compaction.
@@ -108,7 +109,7 @@ def turn_messages(blocks: Sequence[dict]) -> list[dict]:
     """A reply's blocks (its steps and their tool results) as alternating API messages."""
     messages: list[dict] = []
     for block in blocks:
-        role = "user" if block.get("type") == "tool_result" else "assistant"
+        role = "user" if type_of(block) == "tool_result" else "assistant"
         if messages and messages[-1]["role"] == role:
             messages[-1]["content"].append(block)
         else:
@@ -149,10 +150,9 @@ def _cleaned(messages: list[dict]) -> tuple[list[dict], bool]:
             content = [{"type": "text", "text": content}]
         blocks = []
         for block in content:
-            kind = block.get("type")
+            kind = type_of(block)
             if kind == "text":
-                text = block.get("text", "")
-                if not text or (text.isspace() if isinstance(text, str) else not str(text).strip()):
+                if not text_of(block).strip():
                     continue  # the API rejects text blocks that are empty or whitespace only
             elif kind == "tool_use" or kind == "tool_result":
                 plain = False
@@ -187,15 +187,15 @@ def _valid(messages: list[dict]) -> bool:
             return False
         after = messages[i + 1] if i + 1 < len(messages) else None
         if role == "assistant":
-            asked = {b.get("id") for b in content if b.get("type") == "tool_use"}
+            asked = call_ids(content)
             if asked and not asked <= _ids(after, "user", "tool_result", "tool_use_id"):
                 return False
         else:
-            answered = [b.get("tool_use_id") for b in content if b.get("type") == "tool_result"]
-            if answered:
-                if not set(answered) <= _ids(previous, "assistant", "tool_use", "id"):
+            results = tool_results(content)
+            if results:
+                if not answered_ids(results) <= _ids(previous, "assistant", "tool_use", "id"):
                     return False
-                if any(b.get("type") != "tool_result" for b in content[: len(answered)]):
+                if any(type_of(b) != "tool_result" for b in content[: len(results)]):
                     return False
         previous = message
     return True
@@ -230,8 +230,8 @@ def _merge_same_role(messages: list[dict]) -> list[dict]:
 def _results_first(message: dict) -> dict:
     if message["role"] != "user":
         return message
-    results = [b for b in message["content"] if b.get("type") == "tool_result"]
-    others = [b for b in message["content"] if b.get("type") != "tool_result"]
+    results = tool_results(message["content"])
+    others = [b for b in message["content"] if type_of(b) != "tool_result"]
     return {"role": "user", "content": results + others}
 
 
@@ -258,8 +258,8 @@ def _pair_tools(messages: list[dict]) -> list[dict]:
 def _ids(message: dict | None, role: str, kind: str, key: str) -> set[str]:
     if message is None or message["role"] != role:
         return set()
-    return {b.get(key) for b in message["content"] if b.get("type") == kind}
+    return {b.get(key) for b in of_type(message["content"], kind)}
 
 
 def _unmatched(block: dict, kind: str, key: str, partners: set[str]) -> bool:
-    return block.get("type") == kind and block.get(key) not in partners
+    return type_of(block) == kind and block.get(key) not in partners

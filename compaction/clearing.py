@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 
 from compaction.cut import choose_cut
 from compaction.entries import Entry
+from providers.blocks import tool_uses, type_of
 from providers.tokens import block_text, estimate_content
 
 CLEARED_PREFIX = "[Tool result cleared from the window"
@@ -32,12 +33,10 @@ def placeholder(tool: str, chars: int, seq: int) -> str:
 
 def clear_entry(entry: Entry, min_chars: int) -> Entry:
     """The entry with each tool result of at least `min_chars` replaced by its placeholder."""
-    tools = {
-        b.get("id"): b.get("name", "a tool") for b in entry.content if b.get("type") == "tool_use"
-    }
+    tools = {b.get("id"): b.get("name", "a tool") for b in tool_uses(entry.content)}
     changed, content = False, []
     for block in entry.content:
-        if block.get("type") == "tool_result" and not _is_cleared(block):
+        if type_of(block) == "tool_result" and not _is_cleared(block):
             text = block_text(block)
             if len(text) >= min_chars:
                 name = tools.get(block.get("tool_use_id"), "a tool")
@@ -85,7 +84,7 @@ def plan(entries: Sequence[Entry], keep_tokens: int, min_chars: int) -> Clearing
             count += sum(
                 1
                 for old, new in zip(entry.content, after.content, strict=True)
-                if old is not new and new.get("type") == "tool_result"
+                if old is not new and type_of(new) == "tool_result"
             )
             saved += entry.tokens - after.tokens
     if not count:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from providers.blocks import texts, type_of
+
 
 @dataclass(frozen=True)
 class Entry:
@@ -22,7 +24,7 @@ class Entry:
 
     @cached_property  # asked of every entry of the window on every request
     def is_tool_result(self) -> bool:
-        return any(block.get("type") == "tool_result" for block in self.content)
+        return any(type_of(block) == "tool_result" for block in self.content)
 
     @property
     def starts_user_turn(self) -> bool:
@@ -31,4 +33,4 @@ class Entry:
 
     @property
     def text(self) -> str:
-        return "\n".join(b.get("text", "") for b in self.content if b.get("type") == "text")
+        return texts(self.content)

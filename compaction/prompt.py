@@ -11,6 +11,7 @@ import re
 from collections.abc import Sequence
 
 from compaction.entries import Entry
+from providers.blocks import text_of, type_of
 from providers.tokens import block_text
 
 SECTIONS: tuple[str, ...] = (
@@ -47,9 +48,9 @@ def neutralise_tags(text: str) -> str:
 
 def render_block(block: dict) -> str:
     """One content block as plain text; tool traffic is written out, never sent as tool blocks."""
-    kind = block.get("type")
+    kind = type_of(block)
     if kind == "text":
-        return block.get("text", "")
+        return text_of(block)
     if kind == "tool_use":
         args = json.dumps(block.get("input", {}), sort_keys=True, ensure_ascii=False)
         return f"[tool call {block.get('name', '?')} id={block.get('id', '?')}] {args}"
