@@ -24,6 +24,7 @@ from chat.search_index import searchable_text
 from compaction.entries import Entry
 from core.clean import number
 from core.errors import ActionError
+from providers.blocks import texts
 from providers.usage_columns import UsageColumns, column_values
 from providers.values import Usage
 
@@ -227,7 +228,7 @@ class Message(UsageColumns):
 
     @property
     def text(self) -> str:
-        return "\n".join(b.get("text", "") for b in self.content if b.get("type") == "text")
+        return texts(self.content)
 
     @property
     def parent(self) -> int:

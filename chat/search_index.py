@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import json
 
+from providers.blocks import result_text, text_of, type_of
+
 # How much of a message is indexed: its first this many characters. PostgreSQL refuses a
 # tsvector over 1 MB ("string is too long for tsvector"): a message of 1.5 MB of distinct words
 # (an import, a tool's long output) could not be stored at all. At most 100,000 characters stay
@@ -45,24 +47,14 @@ def searchable_text(content: list[dict]) -> str:
 
 
 def _words(block: dict) -> str:
-    kind = block.get("type")
+    kind = type_of(block)
     if kind == "text":
-        return str(block.get("text", ""))
+        return text_of(block)
     if kind == "tool_use":
         return f"{block.get('name', '')} {json.dumps(block.get('input', {}))}"
     if kind == "tool_result":
         return result_text(block)
     return ""
-
-
-def result_text(block: dict) -> str:
-    """A tool_result's content as text (the API allows a string or a list of blocks)."""
-    content = block.get("content", "")
-    if isinstance(content, str):
-        return content
-    return "\n".join(
-        str(b.get("text", "")) for b in content if isinstance(b, dict) and b.get("type") == "text"
-    )
 
 
 # --- the index -----------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from chat.models import Conversation, Message, Pin, duration
 from chat.transcript import SHOWN_BOUNDARIES, current_branch
 from compaction.models import Compaction
 from providers import registry
+from providers.blocks import text_of, tool_uses, type_of
 from providers.tokens import block_text
 
 CHUNK_MESSAGES = 200  # rows fetched per round trip by the iterator
@@ -120,11 +121,7 @@ def message_markdown(
         parts.append(f"*{note}*")
     if message.error:
         parts.append(f"*Error: {inline(message.error)}*")
-    names = {
-        b.get("id"): b.get("name", "?")
-        for b in message.content or []
-        if b.get("type") == "tool_use"
-    }
+    names = {b.get("id"): b.get("name", "?") for b in tool_uses(message.content)}
     runs = message.tool_runs or {}
     blocks = [_block(block, names, runs) for block in message.content or []]
     blocks = [b for b in blocks if b]
@@ -133,9 +130,9 @@ def message_markdown(
 
 
 def _block(block: dict, names: dict, runs: dict) -> str:
-    kind = block.get("type")
+    kind = type_of(block)
     if kind == "text":
-        return contained(block.get("text", ""))
+        return contained(text_of(block))
     if kind == "tool_use":
         name = block.get("name", "?")
         took = duration((runs.get(block.get("id")) or {}).get("ms"))

@@ -45,6 +45,7 @@ from compaction import boundaries
 from compaction.models import Compaction
 from core.errors import ActionError
 from providers import registry
+from providers.blocks import of_type, text_of
 from providers.tokens import estimate_content
 
 # A batch: this many messages, or this many characters of them, whichever comes first (a
@@ -353,10 +354,10 @@ def imported_title(title: str) -> str:
     return (IMPORTED + title)[: settings.MAX_TITLE_CHARS]
 
 
-def _words(blocks: list[dict]) -> str:
+def _words(content: list[dict]) -> str:
     """The start of a message's text, enough for a title (`title_from` splits what it is given
     into words: a whole message of megabytes would be millions of them)."""
-    return " ".join(b["text"][:1000] for b in blocks if b["type"] == "text")[:1000]
+    return " ".join(text_of(b)[:1000] for b in of_type(content, "text"))[:1000]
 
 
 def _freed(started: float) -> float:

@@ -28,6 +28,7 @@ from chat.imports.history import text as _text
 from chat.imports.reader import ANY, SCALAR, describe
 from core.clean import SYSTEM_PROMPT, clean
 from core.errors import ActionError
+from providers.blocks import type_of
 
 KEPT_STATUSES = {"complete", "error", "interrupted", "cancelled"}
 ROLES = ("user", "assistant")
@@ -107,7 +108,7 @@ def blocks(content, where: str, role: str, calls: Calls) -> list[dict]:
 def _block(raw, where: str, role: str, calls: Calls, asked: set, answered: set) -> dict:
     if not isinstance(raw, dict):
         raise ActionError(f"The {where} is {describe(raw)}; a content block is an object.")
-    kind = raw.get("type")
+    kind = type_of(raw)
     if not isinstance(kind, str):
         raise ActionError(f"The {where} has a type that is {describe(kind)}; it must be text.")
     _text(kind, f"the type of the {where}")
@@ -122,11 +123,11 @@ def _block(raw, where: str, role: str, calls: Calls, asked: set, answered: set) 
 
 def _other(raw: dict) -> dict:
     """A block of a type not imported (the app shows no images), as text saying what it was."""
-    if raw["type"] == "image":
-        source = raw.get("source")
-        url = isinstance(source, dict) and source.get("type") == "url"
+    kind = type_of(raw)
+    if kind == "image":
+        url = type_of(raw.get("source")) == "url"
         return not_imported("an image from a URL" if url else "an image")
-    return not_imported(f"a {_shown(raw['type'])} block")
+    return not_imported(f"a {_shown(kind)} block")
 
 
 def _tool_use(raw: dict, where: str, role: str, calls: Calls, asked: set) -> dict:
@@ -175,13 +176,14 @@ def _result_content(content, where: str):
         )
     kept = []
     for i, inner in enumerate(content, start=1):
-        if not isinstance(inner, dict) or not isinstance(inner.get("type"), str):
+        kind = type_of(inner)
+        if not isinstance(kind, str):
             raise ActionError(
                 f"Part {i} of the content of {where} is {describe(inner)}; "
                 "it must be a block with a type."
             )
-        _text(inner["type"], f"the type of part {i} of {where}")
-        if inner["type"] == "text":
+        _text(kind, f"the type of part {i} of {where}")
+        if kind == "text":
             kept.append({"type": "text", "text": _text(inner.get("text"), f"part {i} of {where}")})
         else:
             kept.append(_other(inner))
