@@ -306,7 +306,7 @@ class _Reader:
     def _block_start(self, index: int, block: dict) -> list[Event]:
         kind = type_of(block)
         if kind == "text":
-            self.blocks[index] = {"type": "text", "text": block.get("text") or ""}
+            self.blocks[index] = {"type": "text", "text": text_of(block)}
         elif kind == "tool_use":
             self.blocks[index] = {
                 "type": "tool_use",
