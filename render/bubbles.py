@@ -21,6 +21,7 @@ from chat.figures import Spend
 from chat.models import Message, duration
 from chat.transcript import Item
 from core import runtime
+from providers.blocks import call_ids, text_of, tool_results, type_of
 from providers.tokens import block_text
 from render.markdown import render_lined, render_markdown, render_typed
 from render.meter import spend_shown
@@ -193,13 +194,13 @@ def blocks(message, role: str | None = None) -> SafeString:
         content, runs, status = message.content, message.tool_runs or {}, message.status
         role = message.role
     role = role or "assistant"
-    results = {b.get("tool_use_id"): b for b in content or [] if b.get("type") == "tool_result"}
-    calls = {b.get("id") for b in content or [] if b.get("type") == "tool_use"}
+    results = {b.get("tool_use_id"): b for b in tool_results(content)}
+    calls = call_ids(content)
     parts = []
     for block in content or []:
-        kind = block.get("type")
+        kind = type_of(block)
         if kind == "text":
-            text = block.get("text", "")
+            text = text_of(block)
             parts.append(render_markdown(text) if role == "assistant" else render_typed(text))
         elif kind == "tool_use":
             parts.append(_tool_call(block, results.get(block.get("id")), runs, status))

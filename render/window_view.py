@@ -11,6 +11,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString, mark_safe
 
 from compaction.assembly import Window, summary_parts
+from providers.blocks import call_ids, text_of, type_of
 from render.bubbles import text_html
 from render.markdown import render_markdown
 
@@ -32,7 +33,7 @@ def window_messages(window: Window) -> list[Shown]:
         if not content:
             continue  # tool results only, each shown with its call above
         if role == "assistant" and i + 1 < len(messages):
-            calls = {b.get("id") for b in content if b.get("type") == "tool_use"}
+            calls = call_ids(content)
             results = [b for b in messages[i + 1]["content"] if _result_of(b, calls)]
             paired |= {b["tool_use_id"] for b in results}
             content = content + results
@@ -44,11 +45,11 @@ def window_messages(window: Window) -> list[Shown]:
 
 
 def _result_of(block: dict, calls: set) -> bool:
-    return block.get("type") == "tool_result" and block.get("tool_use_id") in calls
+    return type_of(block) == "tool_result" and block.get("tool_use_id") in calls
 
 
 def _only_text(content: list[dict]) -> str:
-    return content[0].get("text", "") if len(content) == 1 else ""
+    return text_of(content[0]) if len(content) == 1 else ""
 
 
 def _summary_html(intro: str, summary: str, rest: str) -> SafeString:

@@ -20,6 +20,7 @@ from chat.search_index import searchable_text
 from chat.snapshot import Snapshot
 from compaction import boundaries
 from compaction.models import Compaction
+from providers.blocks import without_empty_text
 from providers.tokens import estimate_content
 
 STOPPED_BY_SERVER = "The server stopped before this reply finished."
@@ -48,7 +49,7 @@ def close_stale(cutoff: datetime, conversation_id: int | None = None) -> tuple[M
         rows = rows.filter(conversation_id=conversation_id)
     closed = []
     for row in rows:
-        row.content = [b for b in row.content if b.get("type") != "text" or b.get("text")]
+        row.content = without_empty_text(row.content)
         row.status, row.error = Message.Status.INTERRUPTED, STOPPED_BY_SERVER
         row.tokens = estimate_content(row.content) if row.content else 0
         if Message.objects.filter(pk=row.pk, status=Message.Status.STREAMING).update(

@@ -37,6 +37,7 @@ from core import db, outbox
 from core.clean import scrubbed, scrubbed_blocks
 from core.errors import ActionError
 from providers import registry
+from providers.blocks import answered_ids, tool_uses
 from providers.tokens import MESSAGE_OVERHEAD, estimate_content, estimate_length
 from providers.values import Final, LLMError, Request, TextDelta, Usage
 from tools import registry as tools
@@ -171,7 +172,7 @@ async def _stream(turn: transitions.Turn, received: _Received, relay: DeltaRelay
         received.spent = received.spent.plus(final.usage)
         received.blocks += final.content
         received.parts = []
-        calls = [b for b in final.content if b.get("type") == "tool_use"]
+        calls = tool_uses(final.content)
         if final.stop_reason != "tool_use" or not calls:
             return
         if step == settings.TOOL_STEP_LIMIT:
@@ -257,8 +258,8 @@ def _result(tool_use_id: str, text: str, is_error: bool) -> dict:
 
 
 def _unanswered(blocks: list[dict]) -> list[dict]:
-    answered = {b.get("tool_use_id") for b in blocks if b.get("type") == "tool_result"}
-    return [b for b in blocks if b.get("type") == "tool_use" and b.get("id") not in answered]
+    answered = answered_ids(blocks)
+    return [b for b in tool_uses(blocks) if b.get("id") not in answered]
 
 
 async def _close(turn, streaming, relay, received: _Received, status, error, going_on: bool):

@@ -39,6 +39,7 @@ from compaction.models import Compaction
 from compaction.window_state import WindowState, budget_for
 from core.clean import MESSAGE, clean, number
 from core.errors import ActionError
+from providers.blocks import without_empty_text
 from providers.tokens import estimate_content, estimate_text
 from providers.values import Usage
 from turns import sql
@@ -397,7 +398,7 @@ def finished(
 ) -> Message:
     """The reply as it will be saved: its final content, status and usage, counted once, and
     the window it ended in (a compaction mid-turn changes it), which its usage describes."""
-    content = [b for b in content if b.get("type") != "text" or b.get("text")]
+    content = without_empty_text(content)
     return replace_message(
         turn.reply,
         content=content,
