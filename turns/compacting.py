@@ -49,8 +49,7 @@ async def run(opened: Opened) -> Compaction:
             text = f"Compacting ({row.trigger}): summarising part {number} of {count}…"
             await outbox.send(conversation.pk, Progress(text))
 
-        result = await summariser.summarise(
-            client,
+        ask = summariser.SummaryAsk(
             conversation.model,
             opened.older,
             opened.state.summary,
@@ -62,8 +61,8 @@ async def run(opened: Opened) -> Compaction:
                 opened.state.budget, sum(e.tokens for e in opened.older)
             ),
             over_prefix=await _over_prefix(opened, client),
-            on_part=part,
         )
+        result = await summariser.summarise(client, ask, on_part=part)
         review = conversation.review_compactions and not opened.before_reply
         duration_ms = int((time.monotonic() - started) * 1000)
         return await db.run(compactions.close, opened, result, duration_ms, review=review)
