@@ -163,11 +163,11 @@ class GistSummariser:
 
 
 async def fold_by_model(client, folded: list[list], revise: bool) -> str:
-    from compaction.summariser import summarise
+    from compaction.summariser import SummaryAsk, summarise
 
     summary = None
     for span in folded:
-        result = await summarise(client, "claude-bench", span, summary, revise=revise)
+        result = await summarise(client, SummaryAsk("claude-bench", span, summary, revise=revise))
         assert result.summariser == "model", result.error
         summary = result.summary
     return summary or ""

@@ -1,8 +1,9 @@
-"""Compacting a conversation, as transactions on the domain: open a compaction (clear old tool
-results at once, or claim a summary), close it with what the summariser returned, what a
-boundary does to its conversation (the running totals, abandoned pins, the auto-compaction
-counters), and what a person does to compaction: compact now, review a draft (approve it,
-edited or not, discard it, or regenerate it with new instructions), undo the latest boundary.
+"""Compacting a conversation, as transactions on the domain: open a compaction as its plan says
+(compaction/planning.py: clear old tool results at once, or claim a summary), close it with
+what the summariser returned, what a boundary does to its conversation (the running totals,
+abandoned pins, the auto-compaction counters), and what a person does to compaction: compact
+now, review a draft (approve it, edited or not, discard it, or regenerate it with new
+instructions), undo the latest boundary.
 
 Opening happens inside a transaction that holds the conversation's row lock (the turn's claim,
 or a user's "compact now"), so a compaction and a reply never start together. The summariser's
@@ -27,12 +28,11 @@ from chat.snapshot import read_snapshot
 from chat.window_loading import load_window, state_of
 from compaction import boundaries, key_facts, summariser
 from compaction.brief import SummaryResult
-from compaction.clearing import Clearing, cleared, plan
-from compaction.cut import choose_cut
 from compaction.entries import Entry
 from compaction.models import Compaction, Review
+from compaction.planning import Plan, plan_compaction
 from compaction.policy import auto_compaction_due, auto_paused_until
-from compaction.window_state import WindowState, post_tokens, window_total
+from compaction.window_state import WindowState, post_tokens
 from core.clean import INSTRUCTIONS, SUMMARY, clean, number
 from core.errors import ActionError
 
@@ -94,6 +94,7 @@ def open_locked(
     `later_versions`: messages with an older version after the boundary (the tail never starts
     at one); `incoming`: tokens the next request adds on top of the window (a turn's steps so
     far); `warm`: whether its prefix is in the prompt cache (None: judge by its latest reply).
+    The window's plan (what to clear, where to cut, what to fold) is written here once.
     ActionError if none can open."""
     if before_reply:
         boundaries.set_drafts_aside(conversation.pk)
@@ -102,31 +103,40 @@ def open_locked(
         if waiting.status == Compaction.Status.DRAFT:
             raise ActionError(DRAFT_WAITING)
         raise ActionError(ALREADY_RUNNING)
-    if trigger == Compaction.Trigger.AUTO:
-        clearing = plan(state.entries, state.budget.keep_tokens, settings.TOOL_CLEAR_MIN_CHARS)
-        if clearing is not None and _clearing_is_enough(state, clearing, before_reply, incoming):
-            return Opened(_clear(conversation, state, clearing), conversation, state, [])
-    cut = choose_cut(state.entries, state.budget.keep_tokens, later_versions)
-    if cut is None:
+    plan = plan_compaction(
+        state,
+        later_versions,
+        may_clear=trigger == Compaction.Trigger.AUTO,
+        before_reply=before_reply,
+        incoming=incoming,
+        min_chars=settings.TOOL_CLEAR_MIN_CHARS,
+    )
+    if plan is None:
         raise ActionError(NOTHING_TO_CUT)
+    if plan.clearing is not None:
+        return Opened(_clear(conversation, plan), conversation, state, [])
+    row = _claim(conversation, plan, trigger, instructions)
+    if warm is None:
+        warm = summariser.cache_is_warm(_last_request_at(conversation.pk), timezone.now())
+    return Opened(row, conversation, state, plan.older, before_reply, warm)
+
+
+def _claim(conversation: Conversation, plan: Plan, trigger: str, instructions: str) -> Compaction:
+    """The running row of a summary. The database refuses a second open one of a conversation
+    (one racing this): inside a savepoint, so the caller's transaction goes on to say so."""
     try:
         with transaction.atomic():
-            row = Compaction.objects.create(
+            return Compaction.objects.create(
                 conversation=conversation,
                 trigger=trigger,
                 instructions=instructions.strip(),
-                first_kept_seq=cut,
-                pre_tokens=state.tokens,
+                first_kept_seq=plan.first_kept,
+                pre_tokens=plan.pre_tokens,
                 heartbeat_at=timezone.now(),
-                # Results cleared before stay cleared in the tail this one keeps.
-                cleared_before_seq=state.boundary.cleared_before_seq if state.boundary else None,
+                cleared_before_seq=plan.cleared_before_seq,
             )
     except IntegrityError:
         raise ActionError(ALREADY_RUNNING) from None
-    older = [e for e in state.entries if e.seq < cut]
-    if warm is None:
-        warm = summariser.cache_is_warm(_last_request_at(conversation.pk), timezone.now())
-    return Opened(row, conversation, state, older, before_reply, warm)
 
 
 def _last_request_at(conversation_id: int) -> datetime | None:
@@ -139,31 +149,19 @@ def _last_request_at(conversation_id: int) -> datetime | None:
     )
 
 
-def _clearing_is_enough(
-    state: WindowState, clearing: Clearing, before_reply: bool, incoming: int
-) -> bool:
-    after = state.tokens - clearing.saved
-    if before_reply:
-        return state.budget.fits(after, incoming)
-    return after < state.budget.threshold
-
-
-def _clear(conversation: Conversation, state: WindowState, clearing: Clearing) -> Compaction:
-    """Commit a clearing at once: no model call, nothing to review. The window keeps its cut
-    and summary; only the old results become placeholders."""
-    entries = cleared(state.entries, clearing.before_seq, settings.TOOL_CLEAR_MIN_CHARS)
-    boundary = state.boundary
+def _clear(conversation: Conversation, plan: Plan) -> Compaction:
+    """Commit a clearing at once: no model call, nothing to review."""
     row = Compaction.objects.create(
         conversation=conversation,
         trigger=Compaction.Trigger.AUTO,
         kind=Compaction.Kind.CLEAR,
         status=Compaction.Status.COMMITTED,
-        first_kept_seq=state.first_kept,
-        summary=boundary.summary if boundary else "",
-        cleared_before_seq=clearing.before_seq,
-        cleared_count=clearing.count,
-        pre_tokens=state.tokens,
-        post_tokens=window_total(state.head_tokens, entries, None),
+        first_kept_seq=plan.first_kept,
+        summary=plan.summary,
+        cleared_before_seq=plan.cleared_before_seq,
+        cleared_count=plan.clearing.count,
+        pre_tokens=plan.pre_tokens,
+        post_tokens=plan.post_tokens,
         summariser="",
     )
     _count_auto_outcome(conversation.pk, failed=False)

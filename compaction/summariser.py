@@ -3,15 +3,17 @@ over a separate transcript, and falling back to the rule-based brief on any faul
 A model's summary that leaves out key facts of what it replaces (compaction/key_facts.py) is
 sent back once, with them named, to be revised.
 
-The caller gives the client, the window and the tools the conversation's requests offer (so a
-request over the prefix matches the chat's byte for byte); nothing here reads the database.
+The caller gives the client and what is asked, as one value (`SummaryAsk`), and for a request
+over the prefix the window and the tools the conversation's requests offer (so it matches the
+chat's byte for byte); nothing here reads the database.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import replace
+from dataclasses import KW_ONLY, dataclass, field, replace
 from datetime import datetime, timedelta
+from typing import NamedTuple
 
 from compaction import brief, chunks, key_facts
 from compaction.entries import Entry
@@ -30,6 +32,9 @@ from providers.values import Capabilities, Request, Usage
 # The API keeps a cached prefix five minutes after its last use; a minute's margin covers the
 # summary call's own start and clocks that differ between processes.
 CACHE_WARM_FOR = timedelta(minutes=4)
+
+# Awaited before each part of a span folded in parts, with its number and the count.
+OnPart = Callable[[int, int], Awaitable[None]]
 
 
 def cache_is_warm(last_request_at: datetime | None, now: datetime) -> bool:
@@ -65,41 +70,38 @@ def over_prefix(
     )
 
 
+@dataclass(frozen=True)
+class SummaryAsk:
+    """What one summary is asked of the model: the span it replaces, the summary before it and
+    the person's instructions; how far its requests may go; and, while the conversation's prefix
+    is cached, the request over it (`over_prefix`) to try first."""
+
+    model: str
+    entries: Sequence[Entry] = field(hash=False)  # the span the summary replaces, in order
+    previous_summary: str | None = None  # revised, not summarised again: the running brief
+    instructions: str = ""
+    _: KW_ONLY
+    revise: bool = True  # one chance back for the key facts a model's summary lost
+    budget: int | None = None  # the conversation's: no request over it (None: the model's window)
+    max_tokens: int = 4096  # a summary request's reply, at most
+    max_chars: int = 6000  # the rule-based brief's size, at most
+    over_prefix: Request | None = None
+
+
 async def summarise(
-    client,
-    model: str,
-    entries: list[Entry],
-    previous_summary: str | None,
-    instructions: str = "",
-    *,
-    revise: bool = True,
-    budget: int | None = None,
-    max_tokens: int = 4096,
-    max_chars: int = 6000,
-    over_prefix: Request | None = None,
-    on_part: Callable[[int, int], Awaitable[None]] | None = None,
+    client, ask: SummaryAsk, *, on_part: OnPart | None = None
 ) -> brief.SummaryResult:
     """The summary (see `_first`), with one chance back for the key facts it lost: when the
-    model wrote it, some facts of what it replaces are missing and `revise` is on, the model
-    is asked once to revise it with them (`revised`)."""
-    result = await _first(
-        client,
-        model,
-        entries,
-        previous_summary,
-        instructions,
-        budget=budget,
-        max_tokens=max_tokens,
-        max_chars=max_chars,
-        over_prefix=over_prefix,
-        on_part=on_part,
-    )
-    if not revise or result.summariser != "model":
+    model wrote it, some facts of what it replaces are missing and `ask.revise` is on, the model
+    is asked once to revise it with them (`revised`). `on_part(number, count)` is awaited
+    before each part of a span folded in parts."""
+    result = await _first(client, ask, on_part)
+    if not ask.revise or result.summariser != "model":
         return result
-    found = key_facts.of_span(entries, previous_summary)
+    found = key_facts.of_span(ask.entries, ask.previous_summary)
     if not key_facts.lost(found, result.summary):
         return result
-    return await revised(client, model, result, found, max_tokens)
+    return await revised(client, ask.model, result, found, ask.max_tokens)
 
 
 async def revised(
@@ -125,106 +127,121 @@ async def revised(
     return replace(result, summary=summary, raw_output=final.text, usage=spent)
 
 
-async def _first(
-    client,
-    model: str,
-    entries: list[Entry],
-    previous_summary: str | None,
-    instructions: str = "",
-    *,
-    budget: int | None = None,
-    max_tokens: int = 4096,
-    max_chars: int = 6000,
-    over_prefix: Request | None = None,
-    on_part: Callable[[int, int], Awaitable[None]] | None = None,
-) -> brief.SummaryResult:
+async def _first(client, ask: SummaryAsk, on_part: OnPart | None) -> brief.SummaryResult:
     """The summary from the model, falling back to rules on any fault. Never empty.
 
-    Asked over the conversation's prefix when `over_prefix` is given; if what comes back holds
-    no usable summary (the model went on with the conversation, or called a tool), asked again
-    over a separate transcript: in parts when it does not fit the summariser's window (the
-    conversation's `budget`, within the model's context window), each part's brief carried into
-    the next, `on_part(number, count)` awaited before each. A provider fault falls back to
-    rules at once, over what the parts before it have not folded."""
-    capabilities = client.capabilities(model)
+    Asked over the conversation's prefix when `ask.over_prefix` is given; if what comes back
+    holds no usable summary (the model went on with the conversation, or called a tool), asked
+    again over a separate transcript (`_over_transcript`). A provider fault falls back to rules
+    at once, over what the parts before it have not folded."""
+    capabilities = client.capabilities(ask.model)
     if not capabilities.can_summarise:
         # An offline stand-in cannot summarise; rules are the honest answer, not a failure.
-        return brief.by_rules(entries, previous_summary, instructions, max_chars=max_chars)
+        return _by_rules(ask)
     spent = Usage()
-    if over_prefix is not None:
-        try:
-            final = await registry.complete(client, over_prefix)
-        except Exception as exc:  # provider faults of any kind fall back, never lose the turn
-            return _by_rules(entries, previous_summary, instructions, max_chars, exc, spent)
-        spent = spent.plus(final.usage)
-        result = brief.from_output(
-            final.text,
-            final.stop_reason,
-            spent,
-            entries,
-            previous_summary,
-            instructions,
-            max_chars=max_chars,
-        )
-        if result.summariser == "model":
-            return result
-    window = chunks.summary_window(budget, capabilities.context_window)
-    room = chunks.room(window, max_tokens, previous_summary, instructions)
+    if ask.over_prefix is not None:
+        answer = await _answer(client, ask.over_prefix, ask, spent)
+        if answer.faulted or answer.result.summariser == "model":
+            return answer.result
+        spent = answer.result.usage  # the answer not used is paid for all the same
+    return await _over_transcript(client, ask, capabilities, spent, on_part)
+
+
+async def _over_transcript(
+    client, ask: SummaryAsk, capabilities: Capabilities, spent: Usage, on_part: OnPart | None
+) -> brief.SummaryResult:
+    """The summary asked over a separate transcript of the span: in parts when it does not fit
+    the summariser's window (the conversation's `budget`, within the model's context window).
+    Rules when that window cannot hold a request."""
+    window = chunks.summary_window(ask.budget, capabilities.context_window)
+    room = chunks.room(window, ask.max_tokens, ask.previous_summary, ask.instructions)
     if room is None:
         error = f"the summariser's window ({window:,} tokens) cannot hold a summary request"
-        return brief.by_rules(
-            entries, previous_summary, instructions, max_chars=max_chars, error=error, usage=spent
-        )
-    previous_summary = chunks.fitted_brief(previous_summary, room.brief)
-    parts = chunks.parts(entries, room.transcript, room.first(previous_summary)) or [[]]
-    carried, done = previous_summary, 0
+        return _by_rules(ask, error, spent)
+    return await _folded(client, ask, room, capabilities.supports_caching, spent, on_part)
+
+
+async def _folded(
+    client,
+    ask: SummaryAsk,
+    room: chunks.Room,
+    caching: bool,
+    spent: Usage,
+    on_part: OnPart | None,
+) -> brief.SummaryResult:
+    """The span folded part after part, each part's brief carried into the next as its
+    previous summary; the first answer that is not the model's summary ends it."""
+    ask = replace(ask, previous_summary=chunks.fitted_brief(ask.previous_summary, room.brief))
+    parts = chunks.parts(ask.entries, room.transcript, room.first(ask.previous_summary)) or [[]]
+    carried, done = ask.previous_summary, 0
     for number, part in enumerate(parts, start=1):
         if on_part is not None and len(parts) > 1:
             await on_part(number, len(parts))
-        rest = entries[done:]  # what a fallback now covers: the parts not folded yet
+        request = _part_request(ask, part, chunks.fitted_brief(carried, room.brief), room, caching)
+        # What a fallback now covers: the parts not folded yet, over the brief folded so far.
+        rest = replace(ask, entries=ask.entries[done:], previous_summary=carried)
         which = f"part {number} of {len(parts)}: " if len(parts) > 1 else ""
-        system, messages = build_summary_request(
-            part, chunks.fitted_brief(carried, room.brief), instructions
-        )
-        request = Request(
-            model=model,
-            system=system,
-            messages=messages,
-            max_tokens=room.reply,
-            # The summariser's instructions are the same every time; the transcript never is.
-            cache_head=0 if capabilities.supports_caching else None,
-            cache_latest=False,
-        )
-        try:
-            final = await registry.complete(client, request)
-        except Exception as exc:  # provider faults of any kind fall back, never lose the turn
-            return _by_rules(rest, carried, instructions, max_chars, exc, spent, which)
-        spent = spent.plus(final.usage)
-        result = brief.from_output(
-            final.text,
-            final.stop_reason,
-            spent,
-            rest,
-            carried,
-            instructions,
-            max_chars=max_chars,
-        )
-        if result.summariser != "model":
-            return replace(result, error=which + result.error)
-        carried, done = result.summary, done + len(part)
-    return result
+        answer = await _answer(client, request, rest, spent, which)
+        if answer.result.summariser != "model":
+            return answer.result
+        carried, done, spent = answer.result.summary, done + len(part), answer.result.usage
+    return answer.result
 
 
-def _by_rules(
-    entries, previous, instructions, max_chars, exc: Exception, spent: Usage, which: str = ""
-) -> brief.SummaryResult:
-    reason = getattr(exc, "reason", None) or str(exc) or type(exc).__name__
+def _part_request(
+    ask: SummaryAsk, part: Sequence[Entry], carried: str | None, room: chunks.Room, caching: bool
+) -> Request:
+    """One part's summary request: its transcript, the brief carried into it."""
+    system, messages = build_summary_request(part, carried, ask.instructions)
+    return Request(
+        model=ask.model,
+        system=system,
+        messages=messages,
+        max_tokens=room.reply,
+        # The summariser's instructions are the same every time; the transcript never is.
+        cache_head=0 if caching else None,
+        cache_latest=False,
+    )
+
+
+class _Answer(NamedTuple):
+    result: brief.SummaryResult  # the model's summary, or the rule-based brief saying why not
+    faulted: bool  # the call itself failed: the brief is final, no other request is tried
+
+
+async def _answer(
+    client, request: Request, ask: SummaryAsk, spent: Usage, which: str = ""
+) -> _Answer:
+    """`request` sent and what comes back read: the model's summary, else the rule-based brief
+    over `ask` (what is not folded yet) saying why, `which` part it was named first. `spent`:
+    what the calls before it cost, counted in."""
+    try:
+        final = await registry.complete(client, request)
+    except Exception as exc:  # provider faults of any kind fall back, never lose the turn
+        reason = getattr(exc, "reason", None) or str(exc) or type(exc).__name__
+        return _Answer(_by_rules(ask, f"{which}model summary call failed: {reason}", spent), True)
+    spent = spent.plus(final.usage)
+    result = brief.from_output(
+        final.text,
+        final.stop_reason,
+        spent,
+        ask.entries,
+        ask.previous_summary,
+        ask.instructions,
+        max_chars=ask.max_chars,
+    )
+    if result.summariser != "model":
+        result = replace(result, error=which + result.error)
+    return _Answer(result, False)
+
+
+def _by_rules(ask: SummaryAsk, error: str = "", spent: Usage | None = None) -> brief.SummaryResult:
     return brief.by_rules(
-        entries,
-        previous,
-        instructions,
-        max_chars=max_chars,
-        error=f"{which}model summary call failed: {reason}",
+        ask.entries,
+        ask.previous_summary,
+        ask.instructions,
+        max_chars=ask.max_chars,
+        error=error,
         usage=spent,
     )
 

@@ -9,7 +9,7 @@ import pytest
 
 from compaction.entries import Entry
 from compaction.models import Compaction
-from compaction.summariser import summarise
+from compaction.summariser import SummaryAsk, summarise
 from support.fake_model import FakeClient
 from support.waiting import settle
 from tests.conftest import frame, receive_until, socket_for
@@ -47,7 +47,7 @@ def asked(call) -> str:
 
 async def test_lost_facts_are_named_once_and_the_revision_is_used():
     client = client_writing(FIRST, REVISED)
-    result = await summarise(client, "claude-test", SPAN, None)
+    result = await summarise(client, SummaryAsk("claude-test", SPAN))
     first, revision = client.calls  # asked exactly once more
     assert "<missing_facts>" not in asked(first)
     request = asked(revision)
@@ -63,11 +63,11 @@ async def test_lost_facts_are_named_once_and_the_revision_is_used():
 
 async def test_no_revision_when_nothing_is_lost_or_the_setting_is_off():
     whole = client_writing(REVISED)
-    result = await summarise(whole, "claude-test", SPAN, None)
+    result = await summarise(whole, SummaryAsk("claude-test", SPAN))
     assert len(whole.calls) == 1 and "41234" in result.summary
 
     off = client_writing(FIRST, REVISED)
-    result = await summarise(off, "claude-test", SPAN, None, revise=False)
+    result = await summarise(off, SummaryAsk("claude-test", SPAN, revise=False))
     assert len(off.calls) == 1 and result.summary.endswith("Deploy the heron server.")
 
 
@@ -82,7 +82,7 @@ async def test_no_revision_when_nothing_is_lost_or_the_setting_is_off():
 )
 async def test_an_invalid_revision_keeps_the_first_summary(answer):
     client = client_writing(FIRST, answer)
-    result = await summarise(client, "claude-test", SPAN, None)
+    result = await summarise(client, SummaryAsk("claude-test", SPAN))
     assert len(client.calls) == 2
     assert result.summary.endswith("Deploy the heron server.") and result.raw_output == FIRST
 
@@ -90,20 +90,20 @@ async def test_an_invalid_revision_keeps_the_first_summary(answer):
 async def test_a_revision_cut_off_at_max_tokens_keeps_the_first_summary():
     client = client_writing(FIRST)
     client.enqueue([REVISED], stop_reason="max_tokens")
-    result = await summarise(client, "claude-test", SPAN, None)
+    result = await summarise(client, SummaryAsk("claude-test", SPAN))
     assert len(client.calls) == 2 and result.summary.endswith("Deploy the heron server.")
 
 
 async def test_a_failed_revision_keeps_the_first_summary():
     client = client_writing(FIRST, error="The model API is overloaded right now.")
-    result = await summarise(client, "claude-test", SPAN, None)
+    result = await summarise(client, SummaryAsk("claude-test", SPAN))
     assert len(client.calls) == 2
     assert result.summary.endswith("Deploy the heron server.") and not result.error
 
 
 async def test_a_rule_based_summary_is_not_sent_for_revision():
     client = client_writing("no summary here")
-    result = await summarise(client, "claude-test", SPAN, None)
+    result = await summarise(client, SummaryAsk("claude-test", SPAN))
     assert result.summariser == "rules" and len(client.calls) == 1
     assert "41234" in result.summary and "E4471" in result.summary  # its facts section
 

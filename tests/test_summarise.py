@@ -7,6 +7,7 @@ import pytest
 from compaction.brief import RULES_NOTE, SummaryResult, clean_summary, rule_based_summary
 from compaction.entries import Entry
 from compaction.prompt import SECTIONS, build_summary_request, render_transcript
+from compaction.summariser import SummaryAsk
 from compaction.summariser import summarise as summarise_with
 from providers.values import Usage
 from support.fake_model import FakeClient
@@ -228,7 +229,8 @@ def answering(raw: str | None = None, *, usage=None, stop_reason="end_turn", err
 
 
 async def summarise(client, entries, previous, instructions="", **kwargs):
-    return await summarise_with(client, "claude-test", entries, previous, instructions, **kwargs)
+    ask = SummaryAsk("claude-test", entries, previous, instructions, **kwargs)
+    return await summarise_with(client, ask)
 
 
 USAGE = {"input_tokens": 120, "output_tokens": 30}

@@ -20,7 +20,7 @@ from compaction.chunks import (
 )
 from compaction.entries import Entry
 from compaction.prompt import SYSTEM_PROMPT, build_summary_request
-from compaction.summariser import summarise
+from compaction.summariser import SummaryAsk, summarise
 from providers.tokens import estimate_request
 from support.fake_model import FakeClient
 
@@ -145,9 +145,8 @@ async def test_a_span_too_large_is_folded_in_parts_the_brief_carried_from_part_t
     async def on_part(number, count):
         shown.append((number, count))
 
-    result = await summarise(
-        client, "m", span(40), "Brief before.", budget=4_000, max_tokens=4_096, on_part=on_part
-    )
+    ask = SummaryAsk("m", span(40), "Brief before.", budget=4_000, max_tokens=4_096)
+    result = await summarise(client, ask, on_part=on_part)
     count = len(client.calls)
     assert count > 2
     assert shown == [(n, count) for n in range(1, count + 1)]
@@ -169,14 +168,14 @@ async def test_one_part_is_one_request_without_progress():
     async def on_part(number, count):
         shown.append((number, count))
 
-    result = await summarise(client, "m", span(4, 10), None, budget=200_000, on_part=on_part)
+    result = await summarise(client, SummaryAsk("m", span(4, 10), budget=200_000), on_part=on_part)
     assert (len(client.calls), shown, result.summary) == (1, [], "All of it.")
 
 
 async def test_a_part_that_fails_falls_back_to_rules_over_what_is_not_folded_yet():
     client = scripted("<summary>Brief after part one.</summary>")
     client.enqueue_error("overloaded", status=529)
-    result = await summarise(client, "m", span(40), None, budget=4_000, max_chars=3_000)
+    result = await summarise(client, SummaryAsk("m", span(40), budget=4_000, max_chars=3_000))
     assert result.summariser == "rules" and result.summary.startswith(RULES_NOTE)
     assert result.error.startswith("part 2 of ") and "overloaded" in result.error
     assert "Brief after part one." in result.summary  # the folded part is carried, not lost
@@ -188,7 +187,8 @@ async def test_a_window_too_small_for_a_request_is_summarised_by_rules_without_a
     decided = Entry(
         7, "user", [text("We decided the audit log moves to PostgreSQL 16.2, not MySQL.")]
     )
-    result = await summarise(client, "m", [*span(6), decided], None, budget=900, max_chars=900)
+    ask = SummaryAsk("m", [*span(6), decided], budget=900, max_chars=900)
+    result = await summarise(client, ask)
     assert client.calls == []
     assert result.summariser == "rules" and "cannot hold a summary request" in result.error
     assert len(result.summary) <= 900

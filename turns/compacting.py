@@ -49,21 +49,7 @@ async def run(opened: Opened) -> Compaction:
             text = f"Compacting ({row.trigger}): summarising part {number} of {count}…"
             await outbox.send(conversation.pk, Progress(text))
 
-        result = await summariser.summarise(
-            client,
-            conversation.model,
-            opened.older,
-            opened.state.summary,
-            row.instructions,
-            revise=settings.SUMMARY_REVISES_FACTS,
-            budget=opened.state.budget.total,
-            max_tokens=settings.SUMMARY_MAX_TOKENS,
-            max_chars=summariser.fallback_chars(
-                opened.state.budget, sum(e.tokens for e in opened.older)
-            ),
-            over_prefix=await _over_prefix(opened, client),
-            on_part=part,
-        )
+        result = await summariser.summarise(client, await _ask(opened, client), on_part=part)
         review = conversation.review_compactions and not opened.before_reply
         duration_ms = int((time.monotonic() - started) * 1000)
         return await db.run(compactions.close, opened, result, duration_ms, review=review)
@@ -71,6 +57,23 @@ async def run(opened: Opened) -> Compaction:
         # Cancelled (Stop, shutdown) or crashed: release the conversation at once.
         await asyncio.shield(db.run(boundaries.mark_failed, row.pk, f"{type(exc).__name__}: {exc}"))
         raise
+
+
+async def _ask(opened: Opened, client) -> summariser.SummaryAsk:
+    """What the summary is asked: the span the compaction folds and the summary in force, with
+    the person's instructions, within the conversation's budget and the settings."""
+    state = opened.state
+    return summariser.SummaryAsk(
+        opened.conversation.model,
+        opened.older,
+        state.summary,
+        opened.row.instructions,
+        revise=settings.SUMMARY_REVISES_FACTS,
+        budget=state.budget.total,
+        max_tokens=settings.SUMMARY_MAX_TOKENS,
+        max_chars=summariser.fallback_chars(state.budget, sum(e.tokens for e in opened.older)),
+        over_prefix=await _over_prefix(opened, client),
+    )
 
 
 async def _over_prefix(opened: Opened, client):
