@@ -251,7 +251,7 @@ def after_outcome(row: Compaction) -> tuple[Panel, Conversation, bool]:
     """What a tab needs once a compaction settled: the context panel now, the conversation, and
     whether it set a waiting draft aside."""
     conversation = Conversation.objects.get(pk=row.conversation_id)
-    panel = load_panel(conversation, load_window(conversation))
+    panel = load_panel(conversation)
     return panel, conversation, boundaries.superseded_a_draft(row)
 
 

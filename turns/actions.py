@@ -15,7 +15,6 @@ from chat import transcript
 from chat.events import BranchShown, MessageAdded, MessageChanged
 from chat.figures import load_panel
 from chat.models import Conversation, Message
-from chat.window_loading import load_window
 from core import channel_layer, db, outbox
 from core.clean import number
 from turns import recovery, transitions, versions
@@ -83,7 +82,7 @@ async def switch_version(user, conversation_id, seq, to) -> None:
 def _branch(conversation: Conversation, leaf: int | None = None) -> BranchShown:
     """The transcript's newest page along the branch ending at `leaf` (None: the one on
     screen), and the context panel it makes."""
-    panel = load_panel(conversation, load_window(conversation))
+    panel = load_panel(conversation)
     page = transcript.page(
         conversation,
         before=None,

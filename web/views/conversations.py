@@ -56,7 +56,7 @@ def conversation_create(request: HttpRequest) -> HttpResponse:
 @require_GET
 def conversation_detail(request: HttpRequest, conversation_id: int) -> HttpResponse:
     conversation = owned_or_404(request, conversation_id)
-    panel = load_panel(conversation, load_window(conversation))
+    panel = load_panel(conversation)
     context = page_context(request, conversation) | {
         "page": transcript.page(
             conversation,
@@ -94,7 +94,7 @@ def conversation_older(request: HttpRequest, conversation_id: int) -> HttpRespon
 def conversation_context(request: HttpRequest, conversation_id: int) -> HttpResponse:
     conversation = owned_or_404(request, conversation_id)
     context = {
-        "ctx": load_panel(conversation, load_window(conversation)),
+        "ctx": load_panel(conversation),
         "conversation": conversation,
     }
     return render(request, "chat/conversation.html#context", context)
