@@ -37,7 +37,7 @@ from chat.window_loading import state_of
 from compaction import boundaries
 from compaction.models import Compaction
 from compaction.window_state import WindowState, budget_for
-from core.clean import MESSAGE, clean, number
+from core.clean import number
 from core.errors import ActionError
 from providers.tokens import estimate_content, estimate_text
 from providers.values import Usage
@@ -77,18 +77,12 @@ class Claim:
     recovered: tuple[Message, ...] = ()  # stale replies closed on the way
 
 
-def clean_message(text) -> str:
-    """What a person typed, checked before it is stored."""
-    if not isinstance(text, str) or not text.strip():
-        raise ActionError("Type a message first: an empty message cannot be sent.")
-    return clean(text, MESSAGE, required=True)
-
-
 def append(user, conversation_id, text: str) -> Claim:
-    """Store the user's message and the reply row that will answer it, in one transaction, and
-    claim that reply if nothing else runs. Four queries: count it against the user's limit,
-    lock the conversation, read what the decision needs with the window's rows, insert the two
-    messages (on PostgreSQL a fifth, after the count: see `sql.touch_mine`)."""
+    """Store the user's message (`text`, cleaned by the caller) and the reply row that will
+    answer it, in one transaction, and claim that reply if nothing else runs. Four queries:
+    count it against the user's limit, lock the conversation, read what the decision needs with
+    the window's rows, insert the two messages (on PostgreSQL a fifth, after the count: see
+    `sql.touch_mine`)."""
     content = [{"type": "text", "text": text}]
     with transaction.atomic():
         conversation = locked_for(user, conversation_id)
