@@ -33,7 +33,7 @@ from compaction.models import Compaction, Review
 from compaction.planning import Plan, plan_compaction
 from compaction.policy import auto_compaction_due, auto_paused_until
 from compaction.window_state import WindowState, post_tokens
-from core.clean import INSTRUCTIONS, SUMMARY, clean, number
+from core.clean import number
 from core.errors import ActionError
 
 DRAFT_WAITING = (
@@ -249,7 +249,7 @@ def after_outcome(row: Compaction) -> tuple[Panel, Conversation, bool]:
     """What a tab needs once a compaction settled: the context panel now, the conversation, and
     whether it set a waiting draft aside."""
     conversation = Conversation.objects.get(pk=row.conversation_id)
-    panel = load_panel(conversation, load_window(conversation))
+    panel = load_panel(conversation)
     return panel, conversation, boundaries.superseded_a_draft(row)
 
 
@@ -259,9 +259,8 @@ NO_LONGER_WAITING = "That summary is no longer waiting for review."
 
 
 def open_for_user(user, conversation_id, instructions, *, discard=None) -> Opened:
-    """Compact now; with `discard` (a draft's id), regenerate that draft: it is discarded and
-    the new one keeps its trigger."""
-    instructions = clean(instructions, INSTRUCTIONS)
+    """Compact now, steered by `instructions` (cleaned by the caller); with `discard` (a draft's
+    id), regenerate that draft: it is discarded and the new one keeps its trigger."""
     with transaction.atomic():
         conversation = Conversation.objects.owned(user, conversation_id, lock=True)
         # A compaction cut off by a dying process is released now (a reply cut off that way is
@@ -285,9 +284,9 @@ def open_for_user(user, conversation_id, instructions, *, discard=None) -> Opene
         )
 
 
-def approve(user, conversation_id, compaction_id, summary) -> Compaction:
+def approve(user, conversation_id, compaction_id, summary: str) -> Compaction:
+    """Commit a draft with `summary` (cleaned by the caller), edited or as it was written."""
     draft = _draft(user, conversation_id, compaction_id)
-    summary = clean(summary, SUMMARY)
     if not summary:
         raise ActionError("An approved summary cannot be empty.")
     edited = summary != draft.summary.strip()

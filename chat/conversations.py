@@ -16,7 +16,7 @@ from chat.branches import parent_of
 from chat.models import NO_SUCH_CONVERSATION, Conversation, Message, Pin
 from chat.transcript import current_branch, first_kept_seq
 from compaction.window_state import budget_for
-from core.clean import SYSTEM_PROMPT, TITLE, clean, number, scrubbed
+from core.clean import number, scrubbed
 from core.errors import ActionError
 from providers import registry
 from providers.tokens import estimate_text
@@ -53,7 +53,8 @@ def create_conversation(
 
 
 def rename_conversation(user, conversation_id, title: str) -> Conversation:
-    title = " ".join(clean(title, TITLE, required=True).split())
+    """Rename to `title` (cleaned by the caller), on one line."""
+    title = " ".join(title.split())
     conversation = Conversation.objects.owned(user, conversation_id)
     conversation.title = title
     conversation.save(update_fields=["title", "updated_at"])
@@ -63,7 +64,7 @@ def rename_conversation(user, conversation_id, title: str) -> Conversation:
 def update_settings(
     user, conversation_id, *, system_prompt: str, review_compactions: bool
 ) -> Conversation:
-    system_prompt = clean(system_prompt, SYSTEM_PROMPT)
+    """The conversation's settings, `system_prompt` cleaned by the caller."""
     conversation = Conversation.objects.owned(user, conversation_id)
     _check_prompt_fits(system_prompt, conversation.model)
     conversation.system_prompt = system_prompt

@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from chat.models import Conversation
 from chat.transcript import SHOWN_BOUNDARIES
+from chat.window_loading import load_window
 from compaction.models import Compaction
 from compaction.window_state import WindowState
 from core import runtime
@@ -95,9 +96,10 @@ class Panel:
     spent: Spent | None = None
 
 
-def load_panel(conversation: Conversation, state: WindowState) -> Panel:
-    """The whole panel: the figures, and the boundaries with any draft (one query more)."""
-    panel = load_figures(conversation, state)
+def load_panel(conversation: Conversation) -> Panel:
+    """The whole panel of the window the next request would carry: the figures, and the
+    boundaries with any draft (one query more)."""
+    panel = load_figures(conversation, load_window(conversation))
     # The draft, if any, is the newest open compaction: it comes with the listed boundaries.
     rows = list(
         Compaction.objects.filter(

@@ -97,29 +97,43 @@ def page(
     first_kept: int | None = None,
 ) -> Page:
     """The newest `limit` messages of the branch on screen (or the one ending at `leaf`), before
-    message `before` (or the newest overall). Fixed query count, plus one per fork crossed.
-    `reaching`: enough newer messages to include that seq too (a search hit to jump to), up to
-    SEARCH_JUMP_MESSAGES. `first_kept`: where the window starts, when the caller has read it."""
-    rows = conversation.messages.all()
+    message `before` (or the newest overall), with the dividers among them. Fixed query count,
+    plus one per fork crossed. `reaching`: enough newer messages to include that seq too (a
+    search hit to jump to), up to SEARCH_JUMP_MESSAGES. `first_kept`: where the window starts,
+    when the caller has read it."""
     if reaching is not None and before is None:
-        newest = rows.order_by("-seq").values_list("seq", flat=True).first() or 0
-        limit = max(limit, min(newest - reaching + 3, settings.SEARCH_JUMP_MESSAGES))
+        limit = _reaching(conversation, reaching, limit)
     end = conversation.leaf_seq if leaf is None else leaf
-    messages, has_older = _branch_slice(rows, before, end, limit)
+    messages, has_older = _branch_slice(conversation.messages.all(), before, end, limit)
     kept_from = first_kept_seq(conversation) if first_kept is None else first_kept
     if not messages:
         return Page(items=[], oldest_seq=None, first_kept_seq=kept_from)
-    low, high = messages[0].seq, messages[-1].seq
-    pinned = set(
-        Pin.objects.filter(message__in=[m.pk for m in messages]).values_list(
-            "message_id", flat=True
-        )
+    dividers = _dividers(conversation, messages, newest=before is None)
+    return Page(
+        items=_items(conversation, messages, dividers, kept_from),
+        oldest_seq=messages[0].seq if has_older else None,
+        first_kept_seq=kept_from,
     )
-    # A boundary is a point in the transcript, not a message: its divider sits before the first
-    # message of the branch at or after the seq it names, whichever version of it is on
-    # screen. This slice holds the points after the message before its first one; the newest
-    # slice also those after its last message (a version that ends before an undone boundary).
-    floor, newest = messages[0].parent, before is None
+
+
+def _reaching(conversation: Conversation, seq: int, limit: int) -> int:
+    """How many of the newest messages to show so that message `seq` is among them: at least
+    `limit`, at most SEARCH_JUMP_MESSAGES."""
+    newest = conversation.messages.order_by("-seq").values_list("seq", flat=True).first() or 0
+    return max(limit, min(newest - seq + 3, settings.SEARCH_JUMP_MESSAGES))
+
+
+def _dividers(
+    conversation: Conversation, messages: list[Message], *, newest: bool
+) -> dict[int | None, list[Compaction]]:
+    """The boundaries shown among a slice of a branch, by the seq of the message each divider
+    sits above (None: after them all), in the order they were made.
+
+    A boundary is a point in the transcript, not a message: its divider sits before the first
+    message of the branch at or after the seq it names, whichever version of it is on screen.
+    This slice holds the points after the message before its first one; the `newest` slice
+    also those after its last message (a version that ends before an undone boundary)."""
+    floor, high = messages[0].parent, messages[-1].seq
     kind = Compaction.Kind
     summary = Q(kind=kind.SUMMARY, first_kept_seq__gt=floor)
     clear = Q(kind=kind.CLEAR, cleared_before_seq__gt=floor)
@@ -129,17 +143,33 @@ def page(
     rows = Compaction.objects.filter(
         summary | clear, conversation=conversation, status__in=SHOWN_BOUNDARIES
     )
-    boundaries: dict[int | None, list[Compaction]] = {}
+    placed: dict[int | None, list[Compaction]] = {}
     seqs = [m.seq for m in messages]
     for row in sorted(rows, key=lambda r: (r.divider_seq, r.pk)):
-        boundaries.setdefault(divider_place(seqs, row.divider_seq), []).append(row)
+        placed.setdefault(divider_place(seqs, row.divider_seq), []).append(row)
+    return placed
+
+
+def _items(
+    conversation: Conversation,
+    messages: list[Message],
+    dividers: dict[int | None, list[Compaction]],
+    kept_from: int,
+) -> list[Item]:
+    """The slice as the page shows it: each message with its pin, its versions and whether it
+    waits, and the dividers in their places."""
+    pinned = set(
+        Pin.objects.filter(message__in=[m.pk for m in messages]).values_list(
+            "message_id", flat=True
+        )
+    )
     found = _versions(conversation, [m for m in messages if m.seq >= kept_from], kept_from)
     # A reply that has not started (queued) or never will (cancelled) has nothing to show; the
     # message it answers says "queued" instead.
     waiting = {m.parent for m in messages if m.status == Message.Status.QUEUED}
     items: list[Item] = []
     for message in messages:
-        for row in boundaries.get(message.seq, []):
+        for row in dividers.get(message.seq, []):
             items.append(Item(kind="divider", compaction=row))
         if message.role == Message.Role.ASSISTANT and message.status in UNSTARTED:
             continue
@@ -153,8 +183,8 @@ def page(
                 versions=found.get(message.seq),
             )
         )
-    items += [Item(kind="divider", compaction=row) for row in boundaries.get(None, [])]
-    return Page(items=items, oldest_seq=low if has_older else None, first_kept_seq=kept_from)
+    items += [Item(kind="divider", compaction=row) for row in dividers.get(None, [])]
+    return items
 
 
 def divider_place(seqs: list[int], divider_seq: int) -> int | None:

@@ -37,37 +37,34 @@ def unpack(blobs: list[bytes], dimension: int) -> np.ndarray:
     )
 
 
+_SETTLED = [str(status) for status in SETTLED]
+# The settled messages with no vector of a model (its name the first value, then `_SETTLED`).
+# An import's messages wait for it to commit (chat/imports/importing.py stages them).
+_WITHOUT_VECTOR = (
+    "FROM chat_message m JOIN chat_conversation c ON c.id = m.conversation_id "
+    "LEFT JOIN chat_messagevector v ON v.message_id = m.id AND v.model = %s "
+    f"WHERE v.message_id IS NULL AND m.status IN ({', '.join(['%s'] * len(_SETTLED))}) "
+    "AND c.importing_id IS NULL"
+)
+
+
 def pending(model: str, limit: int = BATCH, after: int = 0) -> list[tuple[int, str]]:
     """(id, searchable text) of settled messages with no vector of `model`, oldest first, from
     id `after` on: a run of batches goes on where the last ended instead of walking again past
     every message it has just embedded."""
-    statuses = [str(status) for status in SETTLED]
-    marks = ", ".join(["%s"] * len(statuses))
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT m.id, m.search_text FROM chat_message m "  # noqa: S608 - marks are ours
-            "JOIN chat_conversation c ON c.id = m.conversation_id "
-            "LEFT JOIN chat_messagevector v ON v.message_id = m.id AND v.model = %s "
-            f"WHERE v.message_id IS NULL AND m.status IN ({marks}) AND m.id > %s "
-            # An import's messages wait for it to commit (chat/imports/importing.py stages them).
-            "AND c.importing_id IS NULL ORDER BY m.id LIMIT %s",
-            [model, *statuses, after, limit],
+            f"SELECT m.id, m.search_text {_WITHOUT_VECTOR} "  # noqa: S608 - no input
+            "AND m.id > %s ORDER BY m.id LIMIT %s",
+            [model, *_SETTLED, after, limit],
         )
         return cursor.fetchall()
 
 
 def remaining(model: str) -> int:
     """How many settled messages have no vector of `model` (the backfill's progress)."""
-    statuses = [str(status) for status in SETTLED]
-    marks = ", ".join(["%s"] * len(statuses))
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM chat_message m "  # noqa: S608 - marks are ours
-            "JOIN chat_conversation c ON c.id = m.conversation_id "
-            "LEFT JOIN chat_messagevector v ON v.message_id = m.id AND v.model = %s "
-            f"WHERE v.message_id IS NULL AND m.status IN ({marks}) AND c.importing_id IS NULL",
-            [model, *statuses],
-        )
+        cursor.execute(f"SELECT count(*) {_WITHOUT_VECTOR}", [model, *_SETTLED])  # noqa: S608
         return cursor.fetchone()[0]
 
 

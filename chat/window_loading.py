@@ -1,9 +1,9 @@
 """The window a conversation's next request carries, built from its transcript rows.
 
-`build` is a plain function over rows already read (chat/snapshot.py): the rows of the branch on
-screen from the boundary on, the pinned ones before it, what their reported usage says the window
-weighs. `load_window` reads and builds in one query, bounded by the window, never by the length
-of the conversation.
+`state_of` is a plain function over rows already read (chat/snapshot.py): the rows of the branch
+on screen from the boundary on, the pinned ones before it, what their reported usage says the
+window weighs. `load_window` reads them and builds it in one query, bounded by the window, never
+by the length of the conversation.
 """
 
 from __future__ import annotations

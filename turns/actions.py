@@ -15,20 +15,27 @@ from chat import transcript
 from chat.events import BranchShown, MessageAdded, MessageChanged
 from chat.figures import load_panel
 from chat.models import Conversation, Message
-from chat.window_loading import load_window
 from core import channel_layer, db, outbox
-from core.clean import number
+from core.clean import MESSAGE, clean, number
+from core.errors import ActionError
 from turns import recovery, transitions, versions
 from turns.tasks import show_recovered
 
 
 async def send(user, conversation_id, text) -> transitions.Claim:
     """Store the user's message; it runs now or waits its turn, never refused for being early."""
-    text = transitions.clean_message(text)
+    text = _typed(text)
     claim = await db.run(transitions.append, user, conversation_id, text)
     await _show_sent(claim)
     await show_recovered(claim.recovered)
     return claim
+
+
+def _typed(text) -> str:
+    """What a person typed, checked before anything is stored."""
+    if not isinstance(text, str) or not text.strip():
+        raise ActionError("Type a message first: an empty message cannot be sent.")
+    return clean(text, MESSAGE, required=True)
 
 
 async def _show_sent(claim: transitions.Claim) -> None:
@@ -66,7 +73,7 @@ async def new_version(user, conversation_id, seq, text=None) -> transitions.Clai
     version of the user's message `seq`. Every tab drops the branch below it and shows the new
     version there; the earlier ones stay switchable."""
     if text is not None:
-        text = transitions.clean_message(text)
+        text = _typed(text)
     made = await db.run(versions.new_version, user, conversation_id, seq, text)
     await outbox.send(made.conversation.pk, await db.run(_branch, made.conversation, made.after))
     await _show_sent(made.claim)
@@ -83,7 +90,7 @@ async def switch_version(user, conversation_id, seq, to) -> None:
 def _branch(conversation: Conversation, leaf: int | None = None) -> BranchShown:
     """The transcript's newest page along the branch ending at `leaf` (None: the one on
     screen), and the context panel it makes."""
-    panel = load_panel(conversation, load_window(conversation))
+    panel = load_panel(conversation)
     page = transcript.page(
         conversation,
         before=None,

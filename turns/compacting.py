@@ -23,6 +23,7 @@ from chat.events import CompactionSettled, Notice, Progress
 from compaction import boundaries, summariser
 from compaction.models import Compaction
 from core import db, outbox
+from core.clean import INSTRUCTIONS, SUMMARY, clean
 from providers import registry
 from tools import registry as tools
 from turns import liveness
@@ -149,6 +150,7 @@ async def regenerate(user, conversation_id, compaction_id, instructions) -> Open
 
 
 async def _opened_for(user, conversation_id, instructions, *, discard=None) -> Opened:
+    instructions = clean(instructions, INSTRUCTIONS)
     # Each asks the model for a summary: limited per user (auto-compaction is not counted).
     await db.run(limits.hit, limits.COMPACTIONS, user.pk)
     # Shown in progress by `compact`, which the engine runs at once.
@@ -158,6 +160,7 @@ async def _opened_for(user, conversation_id, instructions, *, discard=None) -> O
 
 
 async def approve_and_tell(user, conversation_id, compaction_id, summary) -> None:
+    summary = clean(summary, SUMMARY)
     row = await db.run(compactions.approve, user, conversation_id, compaction_id, summary)
     # Replaces any notice about the draft ("waiting for your review") in every tab. "Before
     # #N", not "messages 1 to N-1": with versions, not every number below N is on the branch.

@@ -2,8 +2,9 @@
 than the database spent running them (bench/turn_cpu.py). Values still go through the fields'
 own adaptation and conversion, so they are stored and read exactly as the ORM would.
 
-- `lock`: the conversation's row, locked for the transaction (and in the same statement, moved
-  up its owner's list, named, its running totals added to);
+- `lock`: the conversation's row, locked for the transaction; `lock_mine`, the user's, with the
+  count of their other streaming replies; `touch_mine`, the same moved up its owner's list in
+  the same statement; `add_up`, locked, named and its running totals added to in one statement;
 - `insert`: a user's message and the reply row that answers it, in one statement;
 - `finish`: a streaming reply's final state, written only while it is still streaming.
 """
@@ -29,7 +30,7 @@ _CONVERSATION_COLUMNS = ", ".join(f.column for f in _CONVERSATION_FIELDS)
 
 
 def _from_db_value(field):
-    """How `lock` turns a column of the conversation's row into the field's value (chosen once
+    """How the locks turn a column of the conversation's row into the field's value (chosen once
     per field, not per row: this runs twice every turn)."""
     if isinstance(field, DateTimeField):
         return as_datetime
@@ -83,57 +84,94 @@ def _hold_users_replies(user_id: int) -> None:
             )
 
 
-def lock(
-    conversation_id,
-    user=None,
-    *,
-    touch: bool = True,
-    title: str | None = None,
-    spent: Usage | None = None,
-    count_streaming_elsewhere: bool = False,
-) -> Conversation | None:
+def lock(conversation_id) -> Conversation | None:
     """Lock the conversation's row for this transaction and return it as it is now. Every
     change to a conversation's queue (a send, a claim, a cancel, opening a compaction) takes
-    this lock first, so they happen one at a time and each statement after it sees the others'
-    committed work. One statement: with `touch` it also moves the conversation up its owner's
-    list, given `title` names it if it has no name yet, and given `spent` (a reply's usage)
-    adds it to the running totals. `count_streaming_elsewhere` (with `user`) also counts the
-    user's other conversations with a reply streaming, as `.streaming_elsewhere`.
-
-    Only `touch` changes `updated_at`: it orders the owner's list, so each change also moves
-    the row within the list's indexes, and a reply's close need not move again a conversation
-    its send moved (nor reorder the list under the user's pointer when a reply ends)."""
+    this lock (or one of the statements below, which take it too) first, so they happen one at
+    a time and each statement after it sees the others' committed work."""
     pk = number(conversation_id)
-    if pk is None or (user is not None and not user.is_authenticated):
+    if pk is None:
         return None
-    where, params = ["id = %s", "deleted_at IS NULL"], [pk]
-    if user is not None:
-        where.append("owner_id = %s")
-        params.append(user.pk)
-    columns = _CONVERSATION_COLUMNS
-    extra: list = []
-    if count_streaming_elsewhere and user is not None:
-        columns += f", {_STREAMING_ELSEWHERE}"
-        extra = [user.pk, pk]
-        _hold_users_replies(user.pk)
-    if touch or title is not None or spent:
-        changes, values = (["updated_at = %s"], [_now()]) if touch else ([], [])
-        if title is not None:
-            changes.append("title = CASE WHEN title = %s THEN %s ELSE title END")
-            values += [DEFAULT_TITLE, title]
-        for column, value in column_values(spent).items() if spent else ():
-            changes.append(f"{column} = COALESCE({column}, 0) + %s")
-            values.append(value)
-        sql = (
-            f"UPDATE chat_conversation SET {', '.join(changes)} "  # noqa: S608 - no input
-            f"WHERE {' AND '.join(where)} RETURNING {columns}"
-        )
-        params = values + params + extra
-    else:
-        sql = f"SELECT {columns} FROM chat_conversation WHERE {' AND '.join(where)}"  # noqa: S608
-        params = extra + params
-        if connection.features.has_select_for_update:
-            sql += " FOR UPDATE"  # SQLite needs none: IMMEDIATE transactions go one by one
+    return _select_for_update(*_where(pk))
+
+
+def lock_mine(user, conversation_id) -> Conversation | None:
+    """The user's conversation, locked, with the count of their other conversations with a
+    reply streaming, as `.streaming_elsewhere`. Not moved up the owner's list (a new version).
+    On PostgreSQL the user's advisory lock comes first (`_hold_users_replies`)."""
+    pk = number(conversation_id)
+    if pk is None or not user.is_authenticated:
+        return None
+    _hold_users_replies(user.pk)
+    return _select_for_update(*_where(pk, user), counted=[user.pk, pk])
+
+
+def touch_mine(user, conversation_id) -> Conversation | None:
+    """As `lock_mine`, and in the same statement moved up its owner's list, as activity (a
+    send)."""
+    pk = number(conversation_id)
+    if pk is None or not user.is_authenticated:
+        return None
+    _hold_users_replies(user.pk)
+    return _update(["updated_at = %s"], [_now()], *_where(pk, user), counted=[user.pk, pk])
+
+
+def add_up(conversation_id, *, title: str | None, spent: Usage | None) -> Conversation | None:
+    """As `lock`, and in the same statement `title` names it if it has no name yet and `spent`
+    (a reply's usage) is added to its running totals (a reply's close). It is not moved up its
+    owner's list: only a send moves it (`updated_at` orders the list, so each change also moves
+    the row within the list's indexes, and a reply ending must not reorder the list under the
+    user's pointer). With nothing to add, the plain lock."""
+    pk = number(conversation_id)
+    if pk is None:
+        return None
+    changes, values = [], []
+    if title is not None:
+        changes.append("title = CASE WHEN title = %s THEN %s ELSE title END")
+        values += [DEFAULT_TITLE, title]
+    for column, value in column_values(spent).items() if spent is not None else ():
+        changes.append(f"{column} = COALESCE({column}, 0) + %s")
+        values.append(value)
+    if not changes:
+        return _select_for_update(*_where(pk))
+    return _update(changes, values, *_where(pk))
+
+
+def _where(pk: int, user=None) -> tuple[str, list]:
+    """The live conversation `pk` (the user's, given one), as a WHERE clause and its values."""
+    if user is None:
+        return "id = %s AND deleted_at IS NULL", [pk]
+    return "id = %s AND deleted_at IS NULL AND owner_id = %s", [pk, user.pk]
+
+
+def _select_for_update(where: str, params: list, counted: list = ()) -> Conversation | None:
+    """The row, locked; `counted` (the user's id, the conversation's) also reads the count of
+    the user's other streaming replies."""
+    columns = _columns(counted)
+    sql = f"SELECT {columns} FROM chat_conversation WHERE {where}"  # noqa: S608 - no input
+    if connection.features.has_select_for_update:
+        sql += " FOR UPDATE"  # SQLite needs none: IMMEDIATE transactions go one by one
+    return _conversation(sql, [*counted, *params], counted)
+
+
+def _update(
+    changes: list[str], values: list, where: str, params: list, counted: list = ()
+) -> Conversation | None:
+    """The row changed (which locks it) and returned as it is now, in one statement."""
+    sql = (
+        f"UPDATE chat_conversation SET {', '.join(changes)} "  # noqa: S608 - no input
+        f"WHERE {where} RETURNING {_columns(counted)}"
+    )
+    return _conversation(sql, [*values, *params, *counted], counted)
+
+
+def _columns(counted) -> str:
+    return f"{_CONVERSATION_COLUMNS}, {_STREAMING_ELSEWHERE}" if counted else _CONVERSATION_COLUMNS
+
+
+def _conversation(sql: str, params: list, counted) -> Conversation | None:
+    """Run a statement that returns the conversation's row (and, if `counted`, the count after
+    it) and build the conversation from it."""
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         found = cursor.fetchone()
@@ -146,7 +184,7 @@ def lock(
     ]
     # As the ORM builds a row it read: positional, and known to be in the database.
     conversation = Conversation.from_db(connection.alias, _CONVERSATION_ATTNAMES, values)
-    if extra:
+    if counted:
         conversation.streaming_elsewhere = found[-1]
     return conversation
 

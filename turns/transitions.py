@@ -37,7 +37,7 @@ from chat.window_loading import state_of
 from compaction import boundaries
 from compaction.models import Compaction
 from compaction.window_state import WindowState, budget_for
-from core.clean import MESSAGE, clean, number
+from core.clean import number
 from core.errors import ActionError
 from providers.blocks import without_empty_text
 from providers.tokens import estimate_content, estimate_text
@@ -78,18 +78,12 @@ class Claim:
     recovered: tuple[Message, ...] = ()  # stale replies closed on the way
 
 
-def clean_message(text) -> str:
-    """What a person typed, checked before it is stored."""
-    if not isinstance(text, str) or not text.strip():
-        raise ActionError("Type a message first: an empty message cannot be sent.")
-    return clean(text, MESSAGE, required=True)
-
-
 def append(user, conversation_id, text: str) -> Claim:
-    """Store the user's message and the reply row that will answer it, in one transaction, and
-    claim that reply if nothing else runs. Four queries: count it against the user's limit,
-    lock the conversation, read what the decision needs with the window's rows, insert the two
-    messages (on PostgreSQL a fifth, after the count: see `sql.lock`)."""
+    """Store the user's message (`text`, cleaned by the caller) and the reply row that will
+    answer it, in one transaction, and claim that reply if nothing else runs. Four queries:
+    count it against the user's limit, lock the conversation, read what the decision needs with
+    the window's rows, insert the two messages (on PostgreSQL a fifth, after the count: see
+    `sql.touch_mine`)."""
     content = [{"type": "text", "text": text}]
     with transaction.atomic():
         conversation = locked_for(user, conversation_id)
@@ -118,13 +112,14 @@ def append(user, conversation_id, text: str) -> Claim:
         return Claim(step, message, queued=isinstance(step, Opened), recovered=recovered)
 
 
-def locked_for(user, conversation_id, *, touch: bool = True) -> Conversation:
+def locked_for(user, conversation_id, lock=sql.touch_mine) -> Conversation:
     """For a new request to the model (a send, a new version): counted against the user's
-    SENDS_PER_MINUTE, then the user's conversation, locked, with the count of their other
-    streaming replies (`touch`: moved up the user's list, as activity). The count is in the
-    caller's transaction: a send refused for any reason does not count."""
+    SENDS_PER_MINUTE, then the user's conversation, locked by `lock`, with the count of their
+    other streaming replies (`sql.touch_mine`, a send: moved up the user's list, as activity;
+    `sql.lock_mine`, a new version: left where it is). The count is in the caller's
+    transaction: a send refused for any reason does not count."""
     limits.hit(limits.SENDS, user.pk)
-    conversation = sql.lock(conversation_id, user, touch=touch, count_streaming_elsewhere=True)
+    conversation = lock(user, conversation_id)
     if conversation is None:
         raise ActionError(NO_SUCH_CONVERSATION)
     return conversation
@@ -190,7 +185,7 @@ def claim_next(conversation_id: int, *, compact: bool = True) -> Claim:
     """Claim the conversation's oldest queued reply, if nothing else runs. `compact=False` after
     a compaction made room for this very reply: if it still does not fit, it is refused."""
     with transaction.atomic():
-        conversation = sql.lock(conversation_id, touch=False)
+        conversation = sql.lock(conversation_id)
         if conversation is None:
             return Claim(None)
         # The state alone first: after most replies nothing is queued, and the window's rows
@@ -340,7 +335,7 @@ def close_turn(turn: Turn, reply: Message, after: WindowState, *, then: bool = T
         # The send touched the conversation already: the lock, the first reply's title, and
         # what the reply cost, in one statement.
         spent = reply.usage if written else None
-        conversation = sql.lock(turn.conversation.pk, touch=False, title=title, spent=spent)
+        conversation = sql.add_up(turn.conversation.pk, title=title, spent=spent)
         if conversation is None:  # deleted meanwhile: its queue was cancelled, nothing follows
             figures = load_figures(turn.conversation, after)
             return Closed(reply, turn.conversation, figures, Claim(None))

@@ -117,7 +117,7 @@ def _version_target(user, conversation_id, seq) -> tuple[Conversation, Snapshot,
     seq = number(seq)
     if seq is None:
         raise ActionError("Say which message.")
-    conversation = locked_for(user, conversation_id, touch=False)
+    conversation = locked_for(user, conversation_id, sql.lock_mine)
     seen = read_snapshot(conversation.pk)
     recover(conversation, seen)
     if seen.busy or seen.next_queued_id:

@@ -16,7 +16,7 @@ from chat import conversations, sidebar, transcript
 from chat.figures import load_figures, load_panel
 from chat.models import Conversation
 from chat.window_loading import load_window
-from core.clean import number
+from core.clean import SYSTEM_PROMPT, TITLE, clean, number
 from core.errors import ActionError
 from render import frames, window_view
 from tools import registry as tools
@@ -56,7 +56,7 @@ def conversation_create(request: HttpRequest) -> HttpResponse:
 @require_GET
 def conversation_detail(request: HttpRequest, conversation_id: int) -> HttpResponse:
     conversation = owned_or_404(request, conversation_id)
-    panel = load_panel(conversation, load_window(conversation))
+    panel = load_panel(conversation)
     context = page_context(request, conversation) | {
         "page": transcript.page(
             conversation,
@@ -94,7 +94,7 @@ def conversation_older(request: HttpRequest, conversation_id: int) -> HttpRespon
 def conversation_context(request: HttpRequest, conversation_id: int) -> HttpResponse:
     conversation = owned_or_404(request, conversation_id)
     context = {
-        "ctx": load_panel(conversation, load_window(conversation)),
+        "ctx": load_panel(conversation),
         "conversation": conversation,
     }
     return render(request, "chat/conversation.html#context", context)
@@ -122,34 +122,37 @@ def conversation_window(request: HttpRequest, conversation_id: int) -> HttpRespo
 @login_required
 @require_POST
 def conversation_rename(request: HttpRequest, conversation_id: int) -> HttpResponse:
-    title = request.POST.get("title", "")
-    return _changed(
-        request,
-        conversation_id,
-        lambda: conversations.rename_conversation(request.user, conversation_id, title),
-    )
+    def rename():
+        title = clean(request.POST.get("title", ""), TITLE, required=True)
+        conversations.rename_conversation(request.user, conversation_id, title)
+
+    return _changed(request, conversation_id, rename)
 
 
 @login_required
 @require_POST
 def conversation_settings(request: HttpRequest, conversation_id: int) -> HttpResponse:
+    def change():
+        conversations.update_settings(
+            request.user,
+            conversation_id,
+            system_prompt=clean(request.POST.get("system_prompt", ""), SYSTEM_PROMPT),
+            review_compactions=request.POST.get("review_compactions") == "on",
+        )
+
     return _changed(
         request,
         conversation_id,
-        lambda: conversations.update_settings(
-            request.user,
-            conversation_id,
-            system_prompt=request.POST.get("system_prompt", ""),
-            review_compactions=request.POST.get("review_compactions") == "on",
-        ),
+        change,
         saved="Settings saved.",
         refused="Settings not saved. {}",
     )
 
 
 def _changed(request, conversation_id, change, *, saved: str = "", refused: str = "{}"):
-    """A form's change to the user's conversation: made, or refused with its reason in a flash
-    message; back to the conversation either way."""
+    """A form's change to the user's conversation (what the person typed cleaned, then the
+    change made), or refused with its reason in a flash message; back to the conversation
+    either way."""
     owned_or_404(request, conversation_id)
     try:
         change()
