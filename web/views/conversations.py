@@ -1,6 +1,6 @@
-"""Flat function views for the conversation pages. Each looks data up through
-`owned_or_404` or an action scoped to the user, so another user's conversation is a 404 and
-never a leak."""
+"""Flat function views for the conversation pages. Each looks data up through owned.py
+(`owned_or_404`; `aowned_or_404` in the async one) or an action scoped to the user, so another
+user's conversation is a 404 and never a leak."""
 
 from __future__ import annotations
 
