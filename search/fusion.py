@@ -2,7 +2,7 @@
 
 Each list's scores are min-max normalised over the candidates (the best 1, the worst 0), so
 bm25's unbounded scores and cosines in [-1, 1] weigh alike, and summed with `WEIGHT` for the
-semantic side (a min-max sum beat reciprocal-rank fusion in the issue's offline measurements).
+semantic side (a min-max sum beat reciprocal-rank fusion in offline measurements).
 Tuned on bench/recall_semantic.py (bench/RESULTS.md): 0.6 finds the most paraphrased questions'
 answers of the weights that still put every literal question's answer first (by its words or by
 an exact identifier, a port, an error code: a static model reads "E4312" and "E4313" alike);

@@ -1,7 +1,7 @@
 // The conversation sidebar (templates/chat/sidebar.html): its rows' menus, the notice with its
 // Undo, where the focus goes after an action, and how many rows the list is drawn again with.
 // Everything works without this file (plain forms, one page of the list); it makes it smooth.
-// A file of its own rather than chat.js: it serves every page with a sidebar, chat or not.
+// A file of its own: the sidebar is on every page, chat or not; its Esc is chat.js's.
 (function () {
   "use strict";
 
@@ -11,7 +11,8 @@
   function inSidebar(elt) { return !!(elt && elt.closest && elt.closest(".sidebar")); }
 
   // --- the rows' menus --------------------------------------------------------------------
-  // One open at a time; Esc or a click elsewhere closes it.
+  // One open at a time; a click elsewhere closes it, and so does Esc (chat.js, where every Esc
+  // is decided in order: a menu first, a streaming reply last).
 
   function openMenus() { return document.querySelectorAll("details.row-menu[open]"); }
 
@@ -20,20 +21,6 @@
     var menu = e.target;
     if (!menu.matches || !menu.matches("details.row-menu") || !menu.open) return;
     openMenus().forEach(function (other) { if (other !== menu) other.open = false; });
-  }, true);
-
-  // On window in the capture phase, ahead of chat.js's Esc (which stops a streaming reply):
-  // an Esc that closes a menu does nothing else.
-  window.addEventListener("keydown", function (e) {
-    if (e.key !== "Escape") return;
-    var menu = document.activeElement && document.activeElement.closest
-      ? document.activeElement.closest("details.row-menu[open]") : null;
-    menu = menu || openMenus()[0];
-    if (!menu) return;
-    e.preventDefault();
-    e.stopPropagation();
-    menu.open = false;
-    menu.querySelector("summary").focus();
   }, true);
 
   document.addEventListener("click", function (e) {

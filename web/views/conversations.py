@@ -1,13 +1,13 @@
-"""Flat function views for the conversation pages. Each looks data up through
-`owned_or_404` or an action scoped to the user, so another user's conversation is a 404 and
-never a leak."""
+"""Flat function views for the conversation pages. Each looks data up through owned.py
+(`owned_or_404`; `aowned_or_404` in the async one) or an action scoped to the user, so another
+user's conversation is a 404 and never a leak."""
 
 from __future__ import annotations
 
 from django.conf import settings
 from django.contrib import messages as flash
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -20,7 +20,7 @@ from core.clean import SYSTEM_PROMPT, TITLE, clean, number
 from core.errors import ActionError
 from render import frames, window_view
 from tools import registry as tools
-from web.views.owned import owned_or_404
+from web.views.owned import aowned_or_404, owned_or_404
 from web.views.sidebar import page_context
 
 
@@ -189,10 +189,7 @@ def message_pin(request: HttpRequest, message_id: int) -> HttpResponse:
 async def conversation_tools(request: HttpRequest, conversation_id: int) -> HttpResponse:
     """The conversation's tool switches: every tool the chat has (built-in and MCP), on or off.
     Async: listing MCP tools talks to the servers this process keeps running."""
-    user = await request.auser()
-    conversation = await Conversation.objects.owned_by(user).filter(pk=conversation_id).afirst()
-    if conversation is None:
-        raise Http404("No such conversation.")
+    conversation = await aowned_or_404(request, conversation_id)
     available = await tools.available()
     saved = False
     if request.method == "POST":

@@ -7,12 +7,14 @@ from django.contrib import messages as flash
 from django.contrib.auth.decorators import login_required
 from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from chat import limits
 from chat.exports import as_json, as_markdown, downloads
 from chat.imports import importing
+from chat.models import Conversation
 from core.errors import ActionError
 from web.views.owned import owned_or_404
 from web.views.sidebar import page_context
@@ -41,19 +43,19 @@ def conversation_import(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def conversation_export(request: HttpRequest, conversation_id: int) -> JsonResponse:
+    """The conversation as export.json, a download: a file to keep or import (chat/exports/)."""
     conversation = owned_or_404(request, conversation_id)
     response = JsonResponse(
         as_json.conversation_json(conversation), json_dumps_params={"ensure_ascii": False}
     )
-    filename = downloads.filename(conversation, "json")
-    # A download, as export.md is: a file to keep or import, not a page of raw JSON in the tab.
-    response["Content-Disposition"] = f'attachment; filename="{filename}"'
-    return response
+    return _download(response, conversation, "json")
 
 
 @login_required
 @require_GET
-def conversation_export_markdown(request: HttpRequest, conversation_id: int) -> HttpResponse:
+def conversation_export_markdown(
+    request: HttpRequest, conversation_id: int
+) -> StreamingHttpResponse:
     """The transcript as a Markdown download, streamed as it is written (chat/exports/)."""
     conversation = owned_or_404(request, conversation_id)
     pieces = as_markdown.conversation_markdown(conversation)
@@ -61,6 +63,12 @@ def conversation_export_markdown(request: HttpRequest, conversation_id: int) -> 
         downloads.served_async(pieces) if isinstance(request, ASGIRequest) else pieces,
         content_type="text/markdown; charset=utf-8",
     )
-    filename = downloads.filename(conversation, "md")
+    return _download(response, conversation, "md")
+
+
+def _download[R: HttpResponseBase](response: R, conversation: Conversation, extension: str) -> R:
+    """The response as a file to keep (or import), not a page in the tab: a download named
+    after the conversation."""
+    filename = downloads.filename(conversation, extension)
     response["Content-Disposition"] = f'attachment; filename="{filename}"'
     return response

@@ -1,6 +1,7 @@
 """Search views: people's search over all their conversations or one (a page, or htmx's
-results in place), and their hits as JSON (all conversations, or one). The same search function
-the model's `search_history` tool calls (search/messages.py)."""
+results in place), and their hits as JSON (all conversations, or one). The ranking is the one
+the model's `search_history` tool searches with (search/messages.py); people's search covers
+every version, the model's only its turn's branch."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from core.clean import QUERY, clean
 from core.errors import ActionError
 from search.messages import MAX_LIMIT, search
 from search.query import marked
+from search.values import Hit
 from web.views.owned import owned_or_404
 from web.views.sidebar import page_context
 
@@ -21,58 +23,17 @@ from web.views.sidebar import page_context
 @login_required
 @require_GET
 def conversation_search(request: HttpRequest, conversation_id: int) -> JsonResponse:
-    """The conversation's whole transcript (compacted part included), best hits first: the same
-    function the model's `search_history` tool calls."""
+    """The conversation's whole transcript (compacted part included, every version), best hits
+    first."""
     conversation = owned_or_404(request, conversation_id)
-    asked = _asked(request)
-    if isinstance(asked, JsonResponse):
-        return asked
-    query, limit = asked
-    hits = search(request.user, query, conversation_id=conversation.pk, limit=limit)
-    return JsonResponse(
-        {
-            "query": query,
-            "hits": [
-                {
-                    "seq": h.seq,
-                    "role": h.role,
-                    "snippet": marked(h.snippet, "**", "**"),
-                    "score": h.score,
-                    "created_at": h.created_at.isoformat(),
-                    "on_branch": h.fork is None,
-                    "shown_at": h.shown_seq,
-                }
-                for h in hits
-            ],
-        }
-    )
+    return _hits_json(request, conversation.pk)
 
 
 @login_required
 @require_GET
 def search_json(request: HttpRequest) -> JsonResponse:
-    """Every conversation of the user's, best hits first: the search `search_history` makes
-    with scope "all"."""
-    asked = _asked(request)
-    if isinstance(asked, JsonResponse):
-        return asked
-    query, limit = asked
-    hits = search(request.user, query, limit=limit)
-    return JsonResponse(
-        {
-            "query": query,
-            "hits": [
-                {
-                    "conversation_id": h.conversation_id,
-                    "seq": h.seq,
-                    "role": h.role,
-                    "snippet": marked(h.snippet, "**", "**"),
-                    "score": h.score,
-                }
-                for h in hits
-            ],
-        }
-    )
+    """Every conversation of the user's, best hits first."""
+    return _hits_json(request, None)
 
 
 @login_required
@@ -92,6 +53,35 @@ def search_page(request: HttpRequest, conversation_id: int | None = None) -> Htt
     if request.htmx:
         return render(request, "chat/search.html#results", context)
     return render(request, "chat/search.html", page_context(request, conversation) | context)
+
+
+def _hits_json(request: HttpRequest, conversation_id: int | None) -> JsonResponse:
+    """`{"query", "hits"}` for one conversation or, with None, all the user's; or the 400 that
+    says what is wrong with the query or the limit."""
+    asked = _asked(request)
+    if isinstance(asked, JsonResponse):
+        return asked
+    query, limit = asked
+    hits = search(request.user, query, conversation_id=conversation_id, limit=limit)
+    return JsonResponse({"query": query, "hits": [_hit(h, conversation_id) for h in hits]})
+
+
+def _hit(hit: Hit, conversation_id: int | None) -> dict:
+    """One hit's fields. Across conversations a hit names its conversation; within one it says
+    when it was written, whether it is on the branch on screen and which message opens it."""
+    found = {
+        "seq": hit.seq,
+        "role": hit.role,
+        "snippet": marked(hit.snippet, "**", "**"),
+        "score": hit.score,
+    }
+    if conversation_id is None:
+        return {"conversation_id": hit.conversation_id} | found
+    return found | {
+        "created_at": hit.created_at.isoformat(),
+        "on_branch": hit.fork is None,
+        "shown_at": hit.shown_seq,
+    }
 
 
 def _asked(request: HttpRequest) -> tuple[str, int] | JsonResponse:
