@@ -16,7 +16,7 @@ for c in python3 python3.14 python3.13 python3.12 \
 done; echo "No Python 3.12+ found" >&2; exit 1
 endef
 
-.PHONY: run serve admin test test-unit test-browser lint format bench bench-load bench-load-paced bench-recall bench-facts bench-recall-semantic bench-cache bench-faults clean
+.PHONY: run serve admin test test-unit test-browser screenshots lint format bench bench-load bench-load-paced bench-recall bench-facts bench-recall-semantic bench-cache bench-faults clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || { py=$$($(FIND_PYTHON)) && echo "Creating $(VENV) with $$py" && $$py -m venv $(VENV); }
@@ -75,6 +75,17 @@ test-browser: $(STAMP)
 	else \
 	  echo "SKIPPED browser tests: no Chromium at $${CHROMIUM:-/usr/bin/chromium} (apt-get install chromium)"; \
 	fi
+
+# The README's pictures, retaken on purpose: the browser test that takes the four screenshots,
+# told to write them into screenshots/ (tests write only to scratch folders otherwise), and the
+# sawtooth bench's figure into bench/sawtooth.png. Commit them if they are what the README shows.
+screenshots: $(STAMP)
+	@test -x "$${CHROMIUM:-/usr/bin/chromium}" || \
+	  { echo "No Chromium at $${CHROMIUM:-/usr/bin/chromium} (apt-get install chromium)" >&2; exit 1; }
+	README_SCREENSHOTS=$(CURDIR)/screenshots $(PY) -m pytest -m browser -q -p no:asyncio \
+	  -W ignore::pytest.PytestConfigWarning \
+	  tests/browser/test_chat_in_a_browser.py::test_screenshot_for_the_readme
+	$(PY) bench/sawtooth.py --png bench/sawtooth.png
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -42,9 +42,10 @@ from urllib.parse import urlsplit
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout, not bench/
 
 from bench.campaign import MODEL, SYSTEM_PROMPT  # noqa: E402
-from bench.campaign.campaign import Campaign, drive  # noqa: E402
+from bench.campaign.campaign import Campaign  # noqa: E402
 from bench.campaign.checks import check, settle_rows  # noqa: E402
 from bench.campaign.report import report  # noqa: E402
+from bench.campaign.run import drive  # noqa: E402
 from bench.campaign.servers import ServerSlot  # noqa: E402
 from bench.harness import processes, services  # noqa: E402
 from bench.harness.processes import HOST, BenchError  # noqa: E402

@@ -40,6 +40,7 @@ import re
 import shutil
 import statistics
 import sys
+import tempfile
 import time
 import uuid
 from collections import Counter
@@ -53,7 +54,6 @@ from bench.harness.charts import ascii_chart, sparkline, write_png  # noqa: E402
 from bench.harness.inprocess import UsageModel, setup_django, without_background  # noqa: E402
 from bench.harness.texts import code, prose  # noqa: E402
 
-DEFAULT_PNG = ROOT / "bench" / "sawtooth.png"
 SYSTEM_PROMPT = (
     "You are a careful senior engineer helping a colleague maintain a Django web application. "
     "Answer precisely, show code when it helps, name files and functions, and say when you are "
@@ -79,7 +79,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=os.environ.get("DATABASE_URL", ""),
         help="database to use (default: $DATABASE_URL, else a fresh temporary SQLite file)",
     )
-    p.add_argument("--png", default=str(DEFAULT_PNG), help=f"figure path (default {DEFAULT_PNG})")
+    p.add_argument(
+        "--png",
+        default="",
+        help="figure path (default: sawtooth.png in a new temporary folder; the README's, "
+        "bench/sawtooth.png, is written on purpose by `make screenshots`)",
+    )
     p.add_argument("--no-png", action="store_true", help="do not write the figure")
     args = p.parse_args(argv)
     if args.turns < 2:
@@ -456,8 +461,12 @@ def report(args, history, model, conversation, budget) -> int:
 
     if not args.no_png:
         peaks = {turn_of[r.pk]: r.pre_tokens for r in committed if r.pk in turn_of}
-        write_png(Path(args.png), sent, naive, peaks, budget, wall)
-        print(f"Figure: {args.png}")
+        if args.png:
+            png = Path(args.png)
+        else:  # not the README's figure: that one changes on purpose only (make screenshots)
+            png = Path(tempfile.mkdtemp(prefix="sawtooth-figure-")) / "sawtooth.png"
+        write_png(png, sent, naive, peaks, budget, wall)
+        print(f"Figure: {png}")
     if problems:
         print("PROBLEMS:")
         for p in problems:

@@ -15,7 +15,7 @@ of the application, and none of them may import it.
 - `fake_embeddings`: a fake embedder, registered as a real one is, and an OpenAI-compatible
   embeddings server that answers with it.
 - `queries` (database queries counted on every thread), `waiting` (wait for the turn engine by
-  its tasks), `servers` (free ports, a session cookie for a user).
+  its tasks, or for a condition), `servers` (free ports, a session cookie for a user).
 
 May import: config, web, render, turns, tools, search, chat, compaction, providers and core.
 """

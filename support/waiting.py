@@ -21,3 +21,17 @@ async def settle(conversation_id: int | None = None, *, timeout: float = 10) -> 
             if not tasks:
                 return
             await asyncio.wait(tasks)
+
+
+async def until(condition, *, timeout: float = 5, every: float = 0.01):
+    """Wait until `condition()` (a function, or a coroutine function) returns something true,
+    and return it: looked at again every `every` seconds, for at most `timeout`. For what no
+    task or frame tells of, such as a row another task writes."""
+    async with asyncio.timeout(timeout):
+        while True:
+            value = condition()
+            if asyncio.iscoroutine(value):
+                value = await value
+            if value:
+                return value
+            await asyncio.sleep(every)

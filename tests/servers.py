@@ -52,6 +52,9 @@ class Server:
             "ANTHROPIC_API_KEY": "test-key",
             "LLM_MAX_RETRIES": "0",
             "LOG_LEVEL": "WARNING",
+            # Words only, as in the test process (config/test_settings.py): no background
+            # embedding round for a search's ranking to depend on, no model to load.
+            "EMBEDDINGS": "none",
             **env,
         }
         self.process: subprocess.Popen | None = None

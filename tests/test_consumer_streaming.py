@@ -10,7 +10,7 @@ import pytest
 
 from chat.models import Message
 from core import channel_layer, runtime
-from support.waiting import settle
+from support.waiting import settle, until
 from tests.conftest import receive_until, shows, socket_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("channel_layer")]
@@ -318,14 +318,22 @@ async def test_streamed_text_reaches_the_row_before_the_reply_ends(
     alice, conversation, fake_llm, settings
 ):
     settings.PARTIAL_SAVE_MS = 0
-    fake_llm.enqueue(["saved ", "as ", "it ", "streams"] + ["."] * 30, delay=0.02)
+    # The reply holds before its fifth chunk until the test has looked at the row.
+    gate = asyncio.Event()
+    fake_llm.enqueue(["saved ", "as ", "it ", "streams", "."], delay=0.02, gate=gate, gate_at=4)
     ws = socket_for(alice, conversation.pk)
     await ws.connect()
     await ws.send_to(text_data=send("go"))
     await receive_until(ws, lambda f: "beforeend:#msg-2-text" in f and "streams" in f)
-    await asyncio.sleep(0.05)
-    reply = await Message.objects.aget(conversation=conversation, seq=2)
-    assert reply.status == "streaming" and reply.text.startswith("saved as it streams")
+
+    async def saved():
+        reply = await Message.objects.aget(conversation=conversation, seq=2)
+        return reply if reply.text.startswith("saved as it streams") else None
+
+    reply = await until(saved)
+    assert reply.status == "streaming"
+    gate.set()
+    await receive_until(ws, shows(2, "complete"))
     await settle(conversation.pk)
     await ws.disconnect()
 

@@ -1,6 +1,7 @@
 """The house's layering: which room may import which, read from the source itself (every import
 statement, at any depth, inside functions too), so a new import across rooms that the table does
-not allow fails here, named; and no import cycle between any two application modules.
+not allow fails here, named; and no import cycle between any two application modules, nor
+between two modules of the benches, the tests and their support.
 
     web -> render -> turns -> tools -> search -> chat (domain) -> compaction -> providers -> core
 
@@ -92,10 +93,10 @@ def forbidden_imports(root: Path = ROOT) -> list[str]:
     return sorted(set(found))
 
 
-def import_cycles(root: Path = ROOT) -> list[list[str]]:
-    """Every set of application modules that import each other, directly or around a circle
+def import_cycles(root: Path = ROOT, rooms: list[str] = APPLICATION) -> list[list[str]]:
+    """Every set of modules of `rooms` that import each other, directly or around a circle
     (Tarjan's strongly connected components over the module graph)."""
-    files = application_files(root, APPLICATION)
+    files = application_files(root, rooms)
     modules = {module_of(path, root): path for path in files}
     graph = {
         module: sorted({t for _, t in imports_of(path, root) if t in modules and t != module})
@@ -156,6 +157,12 @@ def test_every_room_says_what_it_may_import_as_the_table_does(room):
 
 def test_no_import_cycle_between_application_modules():
     assert import_cycles() == []
+
+
+def test_no_import_cycle_in_the_benches_the_tests_and_their_support():
+    """An import only for type checking (`if TYPE_CHECKING:`) is read like any other: a circle
+    through one is still a circle."""
+    assert import_cycles(rooms=["bench", "support", "tests"]) == []
 
 
 def test_the_checks_find_a_forbidden_import_and_a_cycle_at_any_depth(tmp_path):

@@ -10,8 +10,8 @@ import contextlib
 import html
 import random
 import time
-from typing import TYPE_CHECKING
 
+from bench.campaign.campaign import Campaign
 from bench.campaign.probes import Probes
 from bench.campaign.tabs import (
     ARTICLE_RE,
@@ -27,9 +27,6 @@ from bench.campaign.tabs import (
 )
 from bench.harness.processes import HOST
 from support.faults import KEY_RE
-
-if TYPE_CHECKING:
-    from bench.campaign.campaign import Campaign
 
 # What a client does in one turn, and how often (see `Chat.turn_*`).
 SCENARIOS = {

@@ -11,13 +11,11 @@ import re
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from bench.campaign.campaign import Campaign
+from bench.campaign.servers import ServerSlot
 from bench.harness.processes import HOST
-
-if TYPE_CHECKING:
-    from bench.campaign.person import Chat
-    from bench.campaign.servers import ServerSlot
 
 FINAL = {"complete", "interrupted", "error"}
 
@@ -52,10 +50,22 @@ class Sent:
         return None if self.user_seq is None else self.user_seq + 1
 
 
+class Person(Protocol):
+    """What a tab needs of the person using it (`person.Chat` is one): their session, their
+    conversation, where to hand each frame and whom to wake, and the campaign's tally of tabs."""
+
+    campaign: Campaign
+    session: str
+    conversation_id: int
+    changed: asyncio.Event
+
+    def on_frame(self, tab: Tab, frame: str) -> None: ...
+
+
 class Tab:
     """A browser tab: one websocket on one conversation, on one server process."""
 
-    def __init__(self, chat: Chat, slot: ServerSlot, conversation_id: int | None = None) -> None:
+    def __init__(self, chat: Person, slot: ServerSlot, conversation_id: int | None = None) -> None:
         self.chat = chat
         self.slot = slot
         self.conversation_id = conversation_id or chat.conversation_id

@@ -193,7 +193,8 @@ def test_every_page_and_the_chat_work_under_the_policy(watched, admin_server):
     page.click(".conversation-menu summary")
     page.click("form[data-confirm] button[type=submit]")
     assert asked == ["Delete this conversation?"]
-    # A submit that went ahead would be a navigation by now, and the conversation gone.
+    # A submit that went ahead would be a navigation by now, and the conversation gone. This
+    # wait is the point (that nothing happens): no event would say that nothing was sent.
     page.wait_for_timeout(300)
     assert urlparse(page.url).path == f"/conversations/{pk}/", page.url
     assert page.request.get(f"{base}/conversations/{pk}/export.json").ok

@@ -81,6 +81,29 @@ def _wait_parts_refetched(page) -> None:
     )
 
 
+def _count_fetches(page) -> None:
+    """Count, in the page, its fetches under way, each until its body has been read (or it
+    failed). The app reads a re-fetched part, swaps it in and starts the next round if one is
+    needed all in one task, so between tasks a count of 0 means its catching up is over."""
+    page.evaluate(
+        """() => {
+            window.__fetching = 0;
+            const fetch = window.fetch;
+            window.fetch = function (...args) {
+                window.__fetching++;
+                let open = true;
+                const done = () => { if (open) { open = false; window.__fetching--; } };
+                return fetch.apply(this, args).then(response => {
+                    if (!response.ok) done();
+                    const text = response.text.bind(response);
+                    response.text = () => text().finally(done);
+                    return response;
+                }, error => { done(); throw error; });
+            };
+        }"""
+    )
+
+
 def _drop_and_restore(srv, *pages) -> None:
     """Stop the server (every socket drops without a close frame), check the banner, start it
     on the same port again and wait until every page's socket has reconnected by itself."""
@@ -159,6 +182,7 @@ def test_messages_that_arrive_while_the_transcript_is_refetched_are_kept(
         wait_socket(other)
         _mark_old_parts(page)
         _mark_old_parts(other)
+        _count_fetches(page)
 
         # Hold this tab's transcript re-fetch after the server has answered it: a slow network.
         held = []
@@ -185,7 +209,9 @@ def test_messages_that_arrive_while_the_transcript_is_refetched_are_kept(
             page.wait_for_function(
                 "() => !document.getElementById('transcript').dataset.beforeDrop"
             )
-        page.wait_for_timeout(500)  # any further catch-up the app does
+        # Any further catch-up the app does (the bubbles that came while it fetched ask for
+        # another round): over when no fetch is under way.
+        page.wait_for_function("() => window.__fetching === 0")
         ids = message_ids(page)
         assert ids == ["msg-1", "msg-2", "msg-3", "msg-4"], f"bubbles lost or doubled: {ids}"
         expect(page.locator("#msg-4")).to_have_attribute("data-status", "complete")
@@ -264,9 +290,9 @@ def test_keyboard_enter_sends_shift_enter_adds_a_line_and_escape_stops(chat):
         "First line of the note\nsecond line, then tell me about lighthouses and their keepers "
         "KESTREL"
     )
-    page.wait_for_timeout(300)
     expect(page.locator("#transcript .message")).to_have_count(0)
 
+    # Had Shift+Enter sent the first line, message #1 would hold it alone.
     page.keyboard.press("Enter")
     user = page.locator("#msg-1")
     expect(user).to_be_visible()
@@ -287,12 +313,16 @@ def test_keyboard_enter_sends_shift_enter_adds_a_line_and_escape_stops(chat):
     expect(reply.locator(".badge.interrupted")).to_be_visible()
     # The full reply would echo the message up to KESTREL; a stopped one does not get there.
     assert "KESTREL" not in reply.locator(".text").inner_text()
-    # Escape with nothing streaming does nothing, and Enter on an empty box sends nothing.
+    # Escape with nothing streaming does nothing, and Enter on an empty box sends nothing: a
+    # message typed after them is the next one (the socket keeps the order frames are sent in).
     page.keyboard.press("Escape")
     box.click()
     page.keyboard.press("Enter")
-    page.wait_for_timeout(300)
-    expect(page.locator("#transcript .message")).to_have_count(2)
+    page.keyboard.type("PLOVER")
+    page.keyboard.press("Enter")
+    expect(page.locator("#msg-3")).to_contain_text("PLOVER")
+    expect(page.locator("#transcript .message.user")).to_have_count(2)
+    expect(reply).to_have_attribute("data-status", "interrupted")
 
 
 # --- 4. copy buttons ----------------------------------------------------------------------------
