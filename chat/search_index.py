@@ -15,9 +15,7 @@ search/messages.py queries with.
 
 from __future__ import annotations
 
-import json
-
-from providers.blocks import result_text, text_of, type_of
+from providers.blocks import block_text
 
 # How much of a message is indexed: its first this many characters. PostgreSQL refuses a
 # tsvector over 1 MB ("string is too long for tsvector"): a message of 1.5 MB of distinct words
@@ -36,7 +34,7 @@ def searchable_text(content: list[dict]) -> str:
     the first INDEXED_CHARS of them."""
     parts, length = [], 0
     for block in content or []:
-        part = _words(block)
+        part = block_text(block, everything=False)
         if part:
             parts.append(part)
             length += len(part) + 1
@@ -44,17 +42,6 @@ def searchable_text(content: list[dict]) -> str:
                 break  # a long message's later blocks are not read at all
     text = "\n".join(parts)[:INDEXED_CHARS]
     return text.replace(MARK_OPEN, "").replace(MARK_CLOSE, "")
-
-
-def _words(block: dict) -> str:
-    kind = type_of(block)
-    if kind == "text":
-        return text_of(block)
-    if kind == "tool_use":
-        return f"{block.get('name', '')} {json.dumps(block.get('input', {}))}"
-    if kind == "tool_result":
-        return result_text(block)
-    return ""
 
 
 # --- the index -----------------------------------------------------------------------------------

@@ -18,8 +18,8 @@ from dataclasses import dataclass, replace
 
 from compaction.cut import choose_cut
 from compaction.entries import Entry
-from providers.blocks import tool_uses, type_of
-from providers.tokens import block_text, estimate_content
+from providers.blocks import block_text, tool_uses, type_of
+from providers.tokens import estimate_content
 
 CLEARED_PREFIX = "[Tool result cleared from the window"
 

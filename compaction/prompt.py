@@ -11,8 +11,7 @@ import re
 from collections.abc import Sequence
 
 from compaction.entries import Entry
-from providers.blocks import text_of, type_of
-from providers.tokens import block_text
+from providers.blocks import block_text, text_of, type_of
 
 SECTIONS: tuple[str, ...] = (
     "Primary request and intent",

@@ -11,6 +11,7 @@ import): anything that is not a block has no type and no text.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable
 
 
@@ -73,3 +74,19 @@ def answered_ids(content: Iterable | None) -> set:
 def without_empty_text(content: Iterable | None) -> list:
     """`content` without its empty text blocks, which the API refuses."""
     return [b for b in content or () if type_of(b) != "text" or text_of(b)]
+
+
+def block_text(block: dict, *, everything: bool = True) -> str:
+    """A block as text: a text block's text, a tool call's name and input (as JSON), a tool
+    result's text. With `everything` (what the model is sent: token estimates, prompts, exports,
+    bubbles) any other block, and any block other than text inside a result (an image), is
+    written as its JSON; without (the search index), they are left out: nobody searches for
+    them."""
+    kind = type_of(block)
+    if kind == "text":
+        return text_of(block)
+    if kind == "tool_use":
+        return f"{block.get('name', '')} {json.dumps(block.get('input', {}), sort_keys=True)}"
+    if kind == "tool_result":
+        return result_text(block, other=block_text if everything else None)
+    return json.dumps(block, sort_keys=True) if everything else ""

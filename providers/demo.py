@@ -17,8 +17,8 @@ import asyncio
 import re
 from collections.abc import AsyncIterator
 
-from providers.blocks import type_of
-from providers.tokens import block_text, estimate_request, estimate_text
+from providers.blocks import block_text, type_of
+from providers.tokens import estimate_request, estimate_text
 from providers.values import (
     Capabilities,
     Event,

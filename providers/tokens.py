@@ -8,10 +8,9 @@ once when it is saved; nothing here re-counts a whole history.
 
 from __future__ import annotations
 
-import json
 import math
 
-from providers.blocks import result_text, text_of, type_of
+from providers.blocks import block_text
 
 # English prose runs near 4 characters a token for Claude's tokenizer; code and other scripts run
 # denser. Three characters a token over-counts prose by ~30%, which is the safe direction.
@@ -27,19 +26,6 @@ def estimate_length(chars: int) -> int:
 
 def estimate_text(text: str) -> int:
     return estimate_length(len(text))
-
-
-def block_text(block: dict) -> str:
-    """The characters a content block puts in front of the model."""
-    kind = type_of(block)
-    if kind == "text":
-        return text_of(block)
-    if kind == "tool_use":
-        return f"{block.get('name', '')} {json.dumps(block.get('input', {}), sort_keys=True)}"
-    if kind == "tool_result":
-        # Counted whole: a block other than text in a result (an image) as its JSON.
-        return result_text(block, other=block_text)
-    return json.dumps(block, sort_keys=True)
 
 
 def estimate_content(content: list[dict] | str) -> int:

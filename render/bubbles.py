@@ -21,8 +21,7 @@ from chat.figures import Spend
 from chat.models import Message, duration
 from chat.transcript import Item
 from core import runtime
-from providers.blocks import call_ids, text_of, tool_results, type_of
-from providers.tokens import block_text
+from providers.blocks import block_text, call_ids, text_of, tool_results, type_of
 from render.markdown import render_lined, render_markdown, render_typed
 from render.meter import spend_shown
 

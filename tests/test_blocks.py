@@ -9,6 +9,7 @@ import pytest
 
 from providers.blocks import (
     answered_ids,
+    block_text,
     call_ids,
     of_type,
     result_text,
@@ -117,3 +118,16 @@ def test_it_drops_empty_text_blocks_and_keeps_everything_else():
     empty = [{"type": "text", "text": ""}, {"type": "text"}, {"type": "text", "text": None}]
     kept = [{"type": "text", "text": " "}, CALL, RESULT, {"type": "thinking", "thinking": ""}]
     assert without_empty_text([*empty[:2], *kept, empty[2]]) == kept
+
+
+def test_block_text_writes_what_the_model_is_sent_and_the_search_index_keeps_the_words():
+    """Token estimates and prompts count everything (an image as its JSON); the search index
+    keeps only words a person could search for."""
+    with_image = result([{"type": "text", "text": "a chart"}, IMAGE])
+    assert block_text(CALL) == 'grep {"q": "error"}'
+    assert block_text(CALL, everything=False) == 'grep {"q": "error"}'
+    assert block_text(with_image) == "a chart\n" + json.dumps(IMAGE, sort_keys=True)
+    assert block_text(with_image, everything=False) == "a chart"
+    assert block_text(IMAGE) == json.dumps(IMAGE, sort_keys=True)
+    assert block_text(IMAGE, everything=False) == ""
+    assert block_text({"type": "text", "text": "hi"}, everything=False) == "hi"

@@ -16,8 +16,7 @@ from chat.models import Conversation, Message, Pin, duration
 from chat.transcript import SHOWN_BOUNDARIES, current_branch
 from compaction.models import Compaction
 from providers import registry
-from providers.blocks import text_of, tool_uses, type_of
-from providers.tokens import block_text
+from providers.blocks import block_text, text_of, tool_uses, type_of
 
 CHUNK_MESSAGES = 200  # rows fetched per round trip by the iterator
 

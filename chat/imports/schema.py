@@ -82,9 +82,7 @@ def message(raw, n: int, calls: Calls) -> Said:
     if role not in ROLES:
         shown = repr(role[:20]) if isinstance(role, str) else describe(role)
         raise ActionError(f'Message {n} has role {shown}; it must be "user" or "assistant".')
-    status = raw.get("status")
-    if status is not None and not isinstance(status, str):
-        raise ActionError(f"Message {n}'s status is {describe(status)}; it must be a string.")
+    status = _optional(raw.get("status"), str, f"Message {n}'s status is", "it must be a string")
     status = status if status in KEPT_STATUSES else "complete"
     said = Said(role, blocks(raw.get("content"), f"message {n}", role, calls), status)
     return message_history(raw, n, said)
@@ -256,9 +254,7 @@ def _node(node, key: str, where: str) -> tuple:
     at = f"node {_shown(key)} of {where}"
     if not isinstance(node, dict):
         raise ActionError(f"The {at} is {describe(node)}; nodes are objects.")
-    parent = node.get("parent")
-    if parent is not None and not isinstance(parent, str):
-        raise ActionError(f"The parent of {at} is {describe(parent)}; it must be a node's id.")
+    parent = _optional(node.get("parent"), str, f"The parent of {at} is", "it must be a node's id")
     children = node.get("children")
     children = [] if children is None else children
     if not isinstance(children, list) or not all(isinstance(c, str) for c in children):
@@ -268,18 +264,15 @@ def _node(node, key: str, where: str) -> tuple:
         return parent, None, bool(children), None
     if not isinstance(message, dict):
         raise ActionError(f"The message of {at} is {describe(message)}; it must be an object.")
-    author = message.get("author")
-    if author is not None and not isinstance(author, dict):
-        raise ActionError(f"The author of {at} is {describe(author)}; it must be an object.")
+    author = _optional(
+        message.get("author"), dict, f"The author of {at} is", "it must be an object"
+    )
     role = (author or {}).get("role")
-    if role is not None and not isinstance(role, str):
-        raise ActionError(f"The author's role in {at} is {describe(role)}; it must be a string.")
+    role = _optional(role, str, f"The author's role in {at} is", "it must be a string")
     content = message.get("content")
-    if content is not None and not isinstance(content, dict):
-        raise ActionError(f"The content of {at} is {describe(content)}; it must be an object.")
+    content = _optional(content, dict, f"The content of {at} is", "it must be an object")
     parts = (content or {}).get("parts")
-    if parts is not None and not isinstance(parts, list):
-        raise ActionError(f"The parts of {at} are {describe(parts)}; they must be a list.")
+    parts = _optional(parts, list, f"The parts of {at} are", "they must be a list")
     for i, part in enumerate(parts or [], start=1):
         if not isinstance(part, str | dict):  # text, or an attachment (an image) left out
             raise ActionError(f"Part {i} of {at} is {describe(part)}; it must be text.")
@@ -290,6 +283,14 @@ def _node(node, key: str, where: str) -> tuple:
 
 
 # --- values --------------------------------------------------------------------------------------
+
+
+def _optional(value, kind: type, is_: str, must: str):
+    """`value` when it is missing (None) or of `kind`; else the refusal "<is_> <value>; <must>."
+    ("The author of node x is a number; it must be an object.")."""
+    if value is not None and not isinstance(value, kind):
+        raise ActionError(f"{is_} {describe(value)}; {must}.")
+    return value
 
 
 def _string(value, what: str) -> str:
