@@ -8,7 +8,7 @@ without naming it again ("It crashed with error E4821: certificate chain too lon
 same-shaped facts about other subjects are the distractors. Each fact is asked about later ("What
 error did the heron nightly job crash with?"): is the message stating it among the search's 5
 and 10 best hits, scored on its own words only (context weight 0: plain full-text search over
-single messages, as before issue 31) and with its neighbours as context (the app's weight)?
+single messages, as search once ranked) and with its neighbours as context (the app's weight)?
 The messages are written straight to the database (no turns): only the search is measured.
 """
 

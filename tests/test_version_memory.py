@@ -1,6 +1,6 @@
 """Switching back to a version shows the branch that was on screen under it when it was left,
-not merely its newest versions (issue 30: back at version 1, its reply was shown at 2/2 though
-1/2 had been on screen)."""
+not merely its newest versions (back at version 1, its reply was once shown at 2/2 though 1/2
+had been on screen)."""
 
 from __future__ import annotations
 

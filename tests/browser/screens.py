@@ -1,4 +1,4 @@
-"""The screens issue 30's browser tests look at: a desktop and a 390 px phone, each in light and
+"""The screens the in-view browser tests look at: a desktop and a 390 px phone, each in light and
 dark, with every CSP refusal in the console collected (tests/browser/test_csp_in_a_browser.py)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 30, point 7, on screen: switching back to a version shows the reply that was on screen
+"""On screen: switching back to a version shows the reply that was on screen
 under it; a queued message offers only Cancel; the title shows it can be edited and Rename with
 no change says so; nothing is refused by the Content-Security-Policy on the way (the first send
 in a new conversation included); both exports download, and the Markdown marks the pin. On a

@@ -1,4 +1,4 @@
-"""Issue 30, point 6, on screen: the meter moves while a reply streams and when a pin changes
+"""On screen: the meter moves while a reply streams and when a pin changes
 the window; the chart has axes and a legend; a model with no price says "cost unknown"; the
 admin's compaction list fits 1,400 px. On a desktop and a phone, light and dark."""
 

@@ -1,4 +1,4 @@
-"""An export imported through the sidebar comes back as it was (issue 30, point 3): its dividers,
+"""An export imported through the sidebar comes back as it was: its dividers,
 one reply per turn on screen (the abandoned version behind its switcher, "2 / 2"), its pin, a
 meter within the budget at once, and a title that says it is an import. On a desktop and on a
 390 px phone, in light and dark, with no CSP refusal."""

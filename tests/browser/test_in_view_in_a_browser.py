@@ -1,4 +1,4 @@
-"""What a person triggers answers where they are looking (issue 30, points 1 and 4), on a desktop
+"""What a person triggers answers where they are looking, on a desktop
 and on a phone, in light and dark, with nothing refused by the Content-Security-Policy:
 
 - the header's search in a long conversation scrolled to its end: the results in view, focused;

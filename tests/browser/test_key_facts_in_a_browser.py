@@ -1,5 +1,5 @@
-"""A divider says how many key facts its summary kept, and opened, lists the ones it lost
-(issue 31, point 3): shown for a boundary imported with its facts, on a desktop and a 390 px
+"""A divider says how many key facts its summary kept, and opened, lists the ones it lost:
+shown for a boundary imported with its facts, on a desktop and a 390 px
 phone, in light and dark, with no CSP refusal."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What a person sees of the transcript's seams (issue 30, points 2 and 5), on a desktop and a
+"""What a person sees of the transcript's seams, on a desktop and a
 phone, light and dark: a compaction's divider that stays where the boundary is whatever version
 of the message after it is on screen, and its panel link that finds it; a person's code block, a
 tool's result with its Copy button clear of the text, and "What the model sees" with its summary
