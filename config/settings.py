@@ -254,6 +254,12 @@ PASSWORD_RESETS_PER_HOUR = env_int("PASSWORD_RESETS_PER_HOUR", 5)  # per address
 EMBEDDINGS = env_str("EMBEDDINGS", "builtin").strip()
 EMBEDDINGS_MODEL = env_str("EMBEDDINGS_MODEL").strip()
 EMBEDDINGS_API_KEY = env_str("EMBEDDINGS_API_KEY")
+# A server that is down must not hold up a search: a search's query gets this long (search then
+# goes on by words and says so); a batch of settled messages, off every person's path, longer;
+# after a failure the server is not asked again for EMBEDDINGS_RETRY_SECONDS.
+EMBEDDINGS_QUERY_TIMEOUT_MS = env_int("EMBEDDINGS_QUERY_TIMEOUT_MS", 500)
+EMBEDDINGS_TIMEOUT_SECONDS = env_int("EMBEDDINGS_TIMEOUT_SECONDS", 60)
+EMBEDDINGS_RETRY_SECONDS = env_int("EMBEDDINGS_RETRY_SECONDS", 30)
 if EMBEDDINGS.lower() in {"builtin", "none"}:
     EMBEDDINGS = EMBEDDINGS.lower()
 elif not re.fullmatch(r"https?://\S+", EMBEDDINGS):

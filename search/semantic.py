@@ -35,6 +35,17 @@ SAMPLE = 2000
 SNIPPET_CHARS = 200
 
 
+UNAVAILABLE = (
+    "Search by meaning is unavailable right now (its server does not answer): these results "
+    "match the words."
+)
+
+
+def unavailable_notice() -> str:
+    """What a search says while its embeddings server is down, else ""."""
+    return UNAVAILABLE if embeddings.unavailable() else ""
+
+
 def lexical_limit(limit: int) -> int:
     """How many lexical hits to ask for: more than shown when they are to be fused."""
     return limit if embeddings.embedder() is None else limit * WIDEN
@@ -48,7 +59,9 @@ def hybrid(user, query: Query, lexical: Sequence, scope, *, limit: int):
         return list(lexical[:limit])
     messages = _messages(user, scope)
     words = list(dict.fromkeys([*query.terms, *(w for p in query.phrases for w in p)]))
-    vector = embedder.embed([" ".join(_meaningful(messages, words))])[0]
+    vector = embeddings.query_vector(embedder, " ".join(_meaningful(messages, words)))
+    if vector is None:  # its server is down: the words alone (`embeddings.unavailable()`)
+        return list(lexical[:limit])
     rows = list(
         MessageVector.objects.filter(model=embedder.name, message__in=messages).values_list(
             "message__conversation_id", "message__seq", "dimension", "vector"

@@ -17,6 +17,7 @@ from chat.transcript import trees
 from compaction.prompt import render_block
 from search.messages import search_branch
 from search.query import marked
+from search.semantic import unavailable_notice
 from tools.values import Context, ToolError
 
 # search_history's scopes: this conversation (the default), or every one of the user's.
@@ -99,9 +100,10 @@ def search_history(context: Context, arguments: dict) -> str:
         everywhere=everywhere,
     )
     where = "of your conversations" if everywhere else "of this conversation"
+    notice = [notice] if (notice := unavailable_notice()) else []
     if not hits:
-        return f"No message {where} matches {query!r}."
-    lines = [f"{len(hits)} best matches {where} for {query!r}, best first:"]
+        return "\n".join([*notice, f"No message {where} matches {query!r}."])
+    lines = [*notice, f"{len(hits)} best matches {where} for {query!r}, best first:"]
     for hit in hits:
         when = hit.created_at.strftime("%Y-%m-%d %H:%M")
         snippet = " ".join(marked(hit.snippet, "**", "**").split())

@@ -26,6 +26,7 @@ from chat.events import ReplyStarted
 from chat.models import stale_before
 from compaction import boundaries
 from core import channel_layer, db, outbox, runtime
+from providers.values import LLMError
 from tools import mcp
 from turns import compacting, liveness, recovery, reply, transitions
 from turns.tasks import eager, hold, show_recovered
@@ -129,12 +130,22 @@ async def _embedding() -> None:
     a heartbeat. What a dying process left is still pending at the next round, anywhere. A
     round looks above the last round's floor (at 100,000 messages on SQLite, a look at them
     all takes 70 ms of the one database thread)."""
-    floor, rounds = 0, 0
+    floor, rounds, down = 0, 0, False
     while True:
         try:
             _, floor = await vectors.embed_round(0 if rounds % FULL_ROUND_EVERY == 0 else floor)
+        except LLMError as exc:
+            # The embeddings server is down: said once, not a traceback a round. It is asked
+            # again only after EMBEDDINGS_RETRY_SECONDS (providers/embeddings.py).
+            if not down:
+                log.warning("the embeddings server does not answer, search is by words: %s", exc)
+            down = True
         except Exception:
             log.exception("embedding settled messages failed; trying again")
+        else:
+            if down:
+                log.warning("the embeddings server is back: search by meaning again")
+            down = False
         rounds += 1
         await asyncio.sleep(settings.TURN_HEARTBEAT_SECONDS)
 

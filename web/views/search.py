@@ -15,6 +15,7 @@ from core.clean import QUERY, clean
 from core.errors import ActionError
 from search.messages import MAX_LIMIT, search
 from search.query import marked
+from search.semantic import unavailable_notice
 from search.values import Hit
 from web.views.owned import owned_or_404
 from web.views.sidebar import page_context
@@ -49,7 +50,7 @@ def search_page(request: HttpRequest, conversation_id: int | None = None) -> Htt
     hits = search(
         request.user, query, conversation_id=conversation_id, limit=settings.SEARCH_PAGE_HITS
     )
-    context = {"query": query, "hits": hits, "scope": conversation}
+    context = {"query": query, "hits": hits, "scope": conversation, "notice": unavailable_notice()}
     if request.htmx:
         return render(request, "chat/search.html#results", context)
     return render(request, "chat/search.html", page_context(request, conversation) | context)
@@ -63,7 +64,10 @@ def _hits_json(request: HttpRequest, conversation_id: int | None) -> JsonRespons
         return asked
     query, limit = asked
     hits = search(request.user, query, conversation_id=conversation_id, limit=limit)
-    return JsonResponse({"query": query, "hits": [_hit(h, conversation_id) for h in hits]})
+    found = {"query": query, "hits": [_hit(h, conversation_id) for h in hits]}
+    if notice := unavailable_notice():
+        found["notice"] = notice  # by words alone: its embeddings server is down
+    return JsonResponse(found)
 
 
 def _hit(hit: Hit, conversation_id: int | None) -> dict:
