@@ -37,6 +37,12 @@ _OUTSIDE = (
     '<span class="badge outside-label" title="Compacted: the model sees this only through the '
     "summary\">outside the model's window</span>"
 )
+# A pinned message before the boundary rides every window word for word (CSS shows this label
+# in place of the one above, and only there).
+_PINNED_IN_WINDOW = (
+    '<span class="badge in-window-label" title="Pinned: the model sees it word for word in every '
+    'window, beside the summary">in the window (pinned)</span>'
+)
 _READ_ONLY = (
     '<span class="readonly-note" title="Compacted: messages before the latest boundary are folded '
     'into the summary and cannot be edited or regenerated">read-only</span>'
@@ -68,6 +74,7 @@ def message_html(item: Item, oob: str = "") -> SafeString:
     if role == Message.Role.ASSISTANT:
         meta.append(_spend(m))
     meta.append(_OUTSIDE)
+    meta.append(_PINNED_IN_WINDOW)
     if status not in (Message.Status.STREAMING, Message.Status.CANCELLED):
         meta.append(_pin_button(m, item.pinned))
     if item.versions:

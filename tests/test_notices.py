@@ -149,3 +149,31 @@ async def test_a_draft_set_aside_by_a_full_window_says_so(alice, long_conversati
     frames = await receive_until(ws, lambda f: "Compacted (auto)" in f)
     assert the_notice(frames[-1]) is None
     await ws.disconnect()
+
+
+async def test_an_undo_says_which_messages_the_model_sees_again(alice, long_conversation):
+    """Not what the notice before it said (a discarded draft, say): what the undo gave back."""
+    await Compaction.objects.acreate(
+        conversation=long_conversation,
+        trigger="auto",
+        status="committed",
+        first_kept_seq=5,
+        summary="Brief.",
+    )
+    await Compaction.objects.acreate(
+        conversation=long_conversation,
+        trigger="manual",
+        status="committed",
+        first_kept_seq=11,
+        summary="Brief 2.",
+    )
+    ws = socket_for(alice, long_conversation.pk)
+    await ws.connect()
+    await ws.send_to(text_data=frame(action="undo"))
+    frames = await receive_until(ws, lambda f: 'id="notice"' in f)
+    level, text, _ = the_notice(frames[-1])
+    assert level == "info"
+    assert text == (
+        "Compaction undone: the model sees the messages from #5 to before #11 word for word again."
+    )
+    await ws.disconnect()

@@ -176,4 +176,18 @@ async def discard_and_tell(user, conversation_id, compaction_id) -> None:
 
 
 async def undo_and_tell(user, conversation_id) -> None:
-    await settled(await db.run(compactions.undo, user, conversation_id))
+    row = await db.run(compactions.undo, user, conversation_id)
+    await settled(row, note=await db.run(_undone_note, row))
+
+
+def _undone_note(row: Compaction) -> str:
+    """What undoing `row` gave back to the model: the messages it had folded, from the boundary
+    now in force on ("#N", not a count: with versions, not every number is on the branch)."""
+    now = boundaries.latest(row.conversation_id, "first_kept_seq")
+    start = now.first_kept_seq if now is not None else 1
+    if start >= row.first_kept_seq:  # a clearing: the same cut, its tool results back
+        return "Compaction undone: the model's window is as it was before it."
+    return (
+        f"Compaction undone: the model sees the messages from #{start} to before "
+        f"#{row.first_kept_seq} word for word again."
+    )

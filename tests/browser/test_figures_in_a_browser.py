@@ -91,8 +91,12 @@ def test_pinning_a_compacted_message_moves_the_meter(screen, tmp_path):
     )
     compacted = tokens(page)
     shown = page.locator("#window-tokens").inner_text()
+    expect(page.locator("#msg-1 .outside-label")).to_be_visible()
     page.locator("#msg-1 .pin-toggle").click()
     expect(page.locator("#msg-1 .pin-toggle")).to_have_text("Unpin")
+    # Pinned, it is in every window word for word: labelled so, not as left out.
+    expect(page.locator("#msg-1 .in-window-label")).to_be_visible()
+    expect(page.locator("#msg-1 .outside-label")).to_be_hidden()
     # Message 1 rides in the window again: the meter says so at once, without a reply.
     page.wait_for_function(
         "c => +document.getElementById('window-tokens').dataset.tokens > c", arg=compacted
@@ -107,6 +111,8 @@ def test_pinning_a_compacted_message_moves_the_meter(screen, tmp_path):
     page.wait_for_function(
         "c => +document.getElementById('window-tokens').dataset.tokens === c", arg=compacted
     )
+    expect(page.locator("#msg-1 .outside-label")).to_be_visible()
+    expect(page.locator("#msg-1 .in-window-label")).to_be_hidden()
     refusals.assert_none(page)
 
 
