@@ -94,6 +94,9 @@ class Panel:
     draft: Compaction | None
     paused_until: datetime | None
     spent: Spent | None = None
+    # A boundary is in force: Undo gives the model what it folded (the newest committed one,
+    # then the one before it, and so on).
+    undoable: bool = False
 
 
 def load_panel(conversation: Conversation) -> Panel:
@@ -159,4 +162,5 @@ def load_figures(
         # An expired pause is no pause: say so only while it holds.
         paused_until=paused if paused and paused > timezone.now() else None,
         spent=load_spent(conversation, last_usage),
+        undoable=state.boundary is not None,
     )

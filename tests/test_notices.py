@@ -151,8 +151,11 @@ async def test_a_draft_set_aside_by_a_full_window_says_so(alice, long_conversati
     await ws.disconnect()
 
 
-async def test_an_undo_says_which_messages_the_model_sees_again(alice, long_conversation):
-    """Not what the notice before it said (a discarded draft, say): what the undo gave back."""
+async def test_undo_goes_back_one_compaction_at_a_time_and_says_what_the_model_sees_again(
+    alice, long_conversation
+):
+    """Newest first, each undo offered while a boundary is in force; each notice says what that
+    undo gave back (not what the notice before it said)."""
     await Compaction.objects.acreate(
         conversation=long_conversation,
         trigger="auto",
@@ -176,4 +179,11 @@ async def test_an_undo_says_which_messages_the_model_sees_again(alice, long_conv
     assert text == (
         "Compaction undone: the model sees the messages from #5 to before #11 word for word again."
     )
+    assert 'id="undo-compaction"' in frames[-1]  # the one before it is in force: undo it too
+    await ws.send_to(text_data=frame(action="undo"))
+    frames = await receive_until(ws, lambda f: 'id="notice"' in f)
+    assert the_notice(frames[-1])[1] == (
+        "Compaction undone: the model sees the messages from #1 to before #5 word for word again."
+    )
+    assert 'id="undo-compaction"' not in frames[-1]  # none left in force
     await ws.disconnect()
