@@ -37,8 +37,8 @@ _OUTSIDE = (
     '<span class="badge outside-label" title="Compacted: the model sees this only through the '
     "summary\">outside the model's window</span>"
 )
-# A pinned message before the boundary rides every window word for word (CSS shows this label
-# in place of the one above, and only there).
+# A pinned message rides every window word for word: before the boundary it is labelled so,
+# not as left out (CSS shows either label only on a message before the boundary).
 _PINNED_IN_WINDOW = (
     '<span class="badge in-window-label" title="Pinned: the model sees it word for word in every '
     'window, beside the summary">in the window (pinned)</span>'
@@ -73,8 +73,7 @@ def message_html(item: Item, oob: str = "") -> SafeString:
         meta.append('<span class="badge pinned-badge">pinned</span>')
     if role == Message.Role.ASSISTANT:
         meta.append(_spend(m))
-    meta.append(_OUTSIDE)
-    meta.append(_PINNED_IN_WINDOW)
+    meta.append(_PINNED_IN_WINDOW if item.pinned else _OUTSIDE)
     if status not in (Message.Status.STREAMING, Message.Status.CANCELLED):
         meta.append(_pin_button(m, item.pinned))
     if item.versions:

@@ -171,7 +171,7 @@ async def test_stop_during_a_later_step_keeps_every_step_and_the_text_so_far(
     ws = socket_for(alice, conversation.pk)
     await ws.connect()
     await ws.send_to(text_data=send("look it up"))
-    await receive_until(ws, lambda f: "beforeend:#msg-2-text" in f and "word" in f, timeout=10)
+    await receive_until(ws, lambda f: "beforeend:#msg-2-text" in f and "word0" in f, timeout=10)
     await ws.send_to(text_data=json.dumps({"action": "stop"}))
     await receive_until(ws, shows(2, "interrupted"), timeout=10)
     await settle(conversation.pk)
