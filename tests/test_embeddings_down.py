@@ -14,11 +14,12 @@ import time
 import numpy as np
 import pytest
 
-from chat.models import Conversation, Message, MessageVector
+from chat.models import Conversation, MessageVector
 from providers import embeddings
 from providers.values import LLMError
 from search.semantic import UNAVAILABLE
 from support.servers import free_port
+from tests.transcripts import chat
 from tools import recall
 from tools.values import Context
 from turns import engine
@@ -27,16 +28,9 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def chat_about_the_harbour(owner) -> Conversation:
-    conversation = Conversation.objects.create(owner=owner, model="fake-model")
-    texts = ["The ferry leaves the harbour at nine.", "Noted.", "And the train?", "At ten."]
-    for seq, text in enumerate(texts, start=1):
-        Message.objects.create(
-            conversation=conversation,
-            seq=seq,
-            role="user" if seq % 2 else "assistant",
-            content=[{"type": "text", "text": text}],
-        )
-    return conversation
+    return chat(
+        owner, ["The ferry leaves the harbour at nine.", "Noted.", "And the train?", "At ten."]
+    )
 
 
 @pytest.fixture

@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 
 from chat import vectors
-from chat.models import Conversation, Message
 from providers import embeddings
 from search.fusion import drop_frequent, fuse, min_max
 from search.messages import search, search_branch
 from support.fake_embeddings import ConceptEmbedder
+from tests.transcripts import chat
 
 CONCEPTS = {
     "art": "art painting abstracts canvas",
@@ -52,18 +52,6 @@ def test_words_most_messages_hold_are_dropped_unless_they_are_all_the_query_has(
 
 
 pytestmark_db = pytest.mark.django_db
-
-
-def chat(owner, texts) -> Conversation:
-    conversation = Conversation.objects.create(owner=owner, model="fake-model")
-    for seq, text in enumerate(texts, start=1):
-        Message.objects.create(
-            conversation=conversation,
-            seq=seq,
-            role="user" if seq % 2 else "assistant",
-            content=[{"type": "text", "text": text}],
-        )
-    return conversation
 
 
 def seq_of(conversation, text: str) -> int:

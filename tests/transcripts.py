@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from chat.models import Message
+from chat.models import Conversation, Message
 from compaction.models import Compaction
 from providers.tokens import estimate_content
 
@@ -78,3 +78,16 @@ def committed_boundary(conversation, first_kept_seq: int, **fields) -> Compactio
     return Compaction.objects.create(
         conversation=conversation, status="committed", first_kept_seq=first_kept_seq, **values
     )
+
+
+def chat(owner, texts) -> Conversation:
+    """A new conversation of `owner` holding `texts`, alternating user and assistant."""
+    conversation = Conversation.objects.create(owner=owner, model="fake-model")
+    for seq, text in enumerate(texts, start=1):
+        Message.objects.create(
+            conversation=conversation,
+            seq=seq,
+            role="user" if seq % 2 else "assistant",
+            content=[{"type": "text", "text": text}],
+        )
+    return conversation
