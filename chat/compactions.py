@@ -15,7 +15,7 @@ admins read.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -61,6 +61,9 @@ class Opened:
     # The conversation's last request was recent enough that its prefix is still in the
     # provider's prompt cache: the summary request can read it.
     cache_warm: bool = False
+    # Regenerating a draft: the summary of the draft it replaces, to say if the new one is the
+    # same (None: not a regeneration).
+    regenerates: str | None = None
 
     @property
     def conversation_id(self) -> int:
@@ -266,22 +269,23 @@ def open_for_user(user, conversation_id, instructions, *, discard=None) -> Opene
         # A compaction cut off by a dying process is released now (a reply cut off that way is
         # the sweep's: until then this is refused as "wait for the reply").
         boundaries.close_stale(stale_before(), conversation.pk)
-        trigger = Compaction.Trigger.MANUAL
+        trigger, regenerates = Compaction.Trigger.MANUAL, None
         if discard is not None:
             discarded = _settle(_draft(user, conversation.pk, discard), Compaction.Status.DISCARDED)
             _record(discarded, Review.Action.REGENERATED, user)
-            trigger = discarded.trigger
+            trigger, regenerates = discarded.trigger, discarded.summary
         state = read_snapshot(conversation.pk)
         if state.streaming_id:
             # Rolls the discard back too: the draft stays for when the reply has finished.
             raise ActionError("Wait for the reply to finish, then compact.")
-        return open_locked(
+        opened = open_locked(
             conversation,
             state_of(conversation, state),
             state.later_versions(),
             trigger=trigger,
             instructions=instructions,
         )
+        return replace(opened, regenerates=regenerates)
 
 
 def approve(user, conversation_id, compaction_id, summary: str) -> Compaction:

@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from compaction import facts, key_facts
+from compaction import instructions as steering
+from compaction.brief_facts import Room, facts_section
 from compaction.entries import Entry
 from compaction.prompt import SECTIONS, clip, lines_of, one_line
 from providers.values import Usage
@@ -126,11 +128,8 @@ _MIN_SECTION = 60
 # line-picking sections, "small" each of four short ones.
 _WEIGHTS = {"users": 17, "previous": 5, "intent": 3, "lines": 2, "small": 2}
 _WEIGHT_TOTAL = 39  # 17 + 5 + 3 + 3 * 2 + 4 * 2
-# The facts section's own cap, whatever the room: a brief is read at every turn.
-MAX_FACTS = 30
 FACTS_HEADING = "Facts kept"
 EARLIER_HEADING = "Earlier brief"
-_LEFT_OUT_RE = re.compile(r"^- \((\d+) facts? left out\b", re.MULTILINE)
 
 
 def rule_based_summary(
@@ -147,14 +146,24 @@ def rule_based_summary(
 
     The key facts of what it replaces (compaction/key_facts.py) that the brief would not state
     get their chance back: written into its facts section, within the section's bound, so a
-    fact the brief before held is not lost by the next."""
+    fact the brief before held is not lost by the next.
+
+    The facts the instructions ask for (compaction/instructions.py: ports, paths, names, a
+    topic's words...) have the first claim on the whole room; the facts section says how many
+    there were and which did not fit, and names the others left out when the room ran out."""
     if max_chars < 1:
         raise ValueError("max_chars must be at least 1")
-    first = _brief(entries, previous_summary, instructions, max_chars, [])
+    steer = steering.parse(instructions or "")
+    first = _brief(entries, previous_summary, instructions, max_chars, [], steer)
     lost = key_facts.lost(key_facts.of_span(entries, previous_summary), first)
-    if not lost:
+    # One that a fact of the person's states is that fact's (kept or left out with it): noted
+    # again on its own, it would count twice.
+    carried = _section((previous_summary or "").strip(), FACTS_HEADING)
+    said = "\n".join(f.text for f in [*facts.parse_lines(carried), *facts.facts_of(entries)])
+    noted = [f.as_fact() for f in lost if not key_facts.states(said, f)]
+    if not noted:
         return first
-    return _brief(entries, previous_summary, instructions, max_chars, [f.as_fact() for f in lost])
+    return _brief(entries, previous_summary, instructions, max_chars, noted, steer)
 
 
 def _brief(
@@ -163,6 +172,7 @@ def _brief(
     instructions: str,
     max_chars: int,
     extra: list[facts.Fact],
+    steer: steering.Steer,
 ) -> str:
     users = [e for e in entries if e.role == "user" and e.starts_user_turn and e.text.strip()]
     assistants = [e for e in entries if e.role == "assistant"]
@@ -177,7 +187,11 @@ def _brief(
     # keeps up to a quarter of the room ahead of the facts.
     by_model = earlier and not previous.startswith(RULES_NOTE)
     reserved = min(len(earlier) + len(EARLIER_HEADING) + 6, free // 4) if by_model else 0
-    first = _facts_section(entries, previous, (free - reserved) * _FACTS_SIXTHS // 6, extra)
+    carried = _section(previous, FACTS_HEADING)
+    room = Room(max_chars, (free - reserved) * _FACTS_SIXTHS // 6, claim=free)
+    first = facts_section(carried, entries, extra, steer, room)
+    # What the facts the instructions ask for took beyond the facts' share is the sections' loss.
+    reserved = min(reserved, max(free - len(first), 0))
     free -= len(first) + reserved
     room = max(free - 40 * (len(SECTIONS) + 1), free // 2)
     share = {name: room * weight // _WEIGHT_TOTAL for name, weight in _WEIGHTS.items()}
@@ -202,32 +216,13 @@ def _brief(
         earlier = close_open_fence(_demote_headings(clip(earlier, share["previous"])))
         parts.insert(0, f"## {EARLIER_HEADING}\n{earlier}")
     used = len(RULES_NOTE) + sum(len(p) + 2 for p in parts)
-    kept = _facts_section(entries, previous, max_chars - used - len(FACTS_HEADING) - 6, extra)
+    left = max_chars - used - len(FACTS_HEADING) - 6
+    kept = facts_section(carried, entries, extra, steer, Room(max_chars, left, claim=left))
     if kept:
         parts.insert(0, f"## {FACTS_HEADING}\n{kept}")
     if not entries and not previous:
         parts.append("No earlier messages to summarise.")
     return clip("\n\n".join([RULES_NOTE, *parts]), max_chars)
-
-
-def _facts_section(
-    entries: Sequence[Entry], previous: str, budget: int, extra: list[facts.Fact]
-) -> str:
-    """The facts of the brief before and of `entries`, merged with the key facts (`extra`) the
-    rest of the brief would not state, within `budget` characters and MAX_FACTS; a last line
-    says how many were ever left out."""
-    carried = _section(previous, FACTS_HEADING)
-    found = facts.merged([*facts.parse_lines(carried), *facts.facts_of(entries)])
-    # A key fact noted is never one the brief already has in the person's words.
-    stated = {fact.key for fact in found}
-    known = facts.merged([*found, *(fact for fact in extra if fact.key not in stated)])
-    earlier_left_out = sum(int(n) for n in _LEFT_OUT_RE.findall(carried))
-    note = 40  # room for the line that counts what was left out
-    kept, left_out = facts.within(known, budget - note, MAX_FACTS)
-    lines = [fact.line() for fact in kept]
-    if total := earlier_left_out + len(left_out):
-        lines.append(f"- ({total} facts left out for length so far)")
-    return clip("\n".join(lines), max(budget, 0)) if lines else ""
 
 
 def _sections(text: str) -> list[tuple[str | None, str]]:

@@ -21,6 +21,7 @@ from chat import compactions, limits
 from chat.compactions import Opened
 from chat.events import CompactionSettled, Notice, Progress
 from compaction import boundaries, summariser
+from compaction import instructions as steering
 from compaction.models import Compaction
 from core import db, outbox
 from core.clean import INSTRUCTIONS, SUMMARY, clean
@@ -122,7 +123,25 @@ async def compact(opened: Opened) -> None:
         liveness.unwatch_compaction(row.pk)
         await asyncio.shield(outbox.send(conversation_id, Progress("")))
     if done is not None:
-        await settled(done)
+        await settled(done, note=_steered(opened, done))
+
+
+def _steered(opened: Opened, row: Compaction) -> str:
+    """What the person's instructions got (compaction/instructions.report), shown where they
+    look once the summary is written: a regenerated draft that came out the same says why."""
+    if row.status not in (Compaction.Status.DRAFT, Compaction.Status.COMMITTED):
+        return ""
+    if not row.instructions and opened.regenerates is None:
+        return ""
+    return steering.report(
+        row.instructions,
+        opened.older,
+        opened.state.summary,
+        row.summary,
+        by_rules=row.summariser == "rules",
+        room=summariser.fallback_chars(opened.state.budget, sum(e.tokens for e in opened.older)),
+        regenerates=opened.regenerates,
+    )
 
 
 async def settled(row: Compaction, *, note: str = "") -> None:
