@@ -26,7 +26,7 @@ from compaction.prompt import (
 )
 from compaction.window_state import WindowState
 from providers import registry
-from providers.tokens import CHARS_PER_TOKEN, estimate_content
+from providers.tokens import CHARS_PER_TOKEN, estimate_content, estimate_text
 from providers.values import Capabilities, Request, Usage
 
 # The API keeps a cached prefix five minutes after its last use; a minute's margin covers the
@@ -246,8 +246,19 @@ def _by_rules(ask: SummaryAsk, error: str = "", spent: Usage | None = None) -> b
     )
 
 
-def fallback_chars(budget: Budget, replaced_tokens: int) -> int:
+def brief_room(state: WindowState, older: Sequence[Entry]) -> int:
+    """Size of the rule-based brief that would replace `older` and revise the summary in force:
+    it carries that summary's facts on, so it keeps that summary's room, and the messages it
+    folds add 70% of theirs (counting only the messages, a "Compact now" that folds a few
+    short ones left the brief less room than the one it revised, and facts were "left out for
+    length" with the window far from full)."""
+    carried = estimate_text(state.summary) if state.summary else 0
+    return fallback_chars(state.budget, sum(e.tokens for e in older), carried)
+
+
+def fallback_chars(budget: Budget, replaced_tokens: int, carried_tokens: int = 0) -> int:
     """Size of a rule-based summary: well under what it replaces and a small share of the
-    budget, so that falling back shrinks the window (a compaction that would not is refused)."""
-    tokens = min(int(replaced_tokens * 0.7), int(budget.total * 0.15))
+    budget, so that falling back shrinks the window (a compaction that would not is refused).
+    `carried_tokens`: the summary it revises, whose room it keeps."""
+    tokens = min(carried_tokens + int(replaced_tokens * 0.7), int(budget.total * 0.15))
     return max(int(tokens * CHARS_PER_TOKEN), 600)

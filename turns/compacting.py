@@ -73,7 +73,7 @@ async def _ask(opened: Opened, client) -> summariser.SummaryAsk:
         revise=settings.SUMMARY_REVISES_FACTS,
         budget=state.budget.total,
         max_tokens=settings.SUMMARY_MAX_TOKENS,
-        max_chars=summariser.fallback_chars(state.budget, sum(e.tokens for e in opened.older)),
+        max_chars=summariser.brief_room(state, opened.older),
         over_prefix=await _over_prefix(opened, client),
     )
 
@@ -139,7 +139,7 @@ def _steered(opened: Opened, row: Compaction) -> str:
         opened.state.summary,
         row.summary,
         by_rules=row.summariser == "rules",
-        room=summariser.fallback_chars(opened.state.budget, sum(e.tokens for e in opened.older)),
+        room=summariser.brief_room(opened.state, opened.older),
         regenerates=opened.regenerates,
     )
 
