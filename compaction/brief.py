@@ -205,7 +205,7 @@ def _brief(
         "Files and code": _matching_lines(entries, facts.PATH_RE, share["lines"]),
         "Errors and fixes": _matching_lines(entries, _ERROR_RE, share["lines"]),
         "Problem solving": _assistant_key_lines(assistants, share["lines"]),
-        "All user messages": _user_messages(users, share["users"]),
+        "All user messages": _user_messages(users, share["users"], steer.topic),
         "Pending tasks": _matching_lines(users[-3:], _PENDING_RE, share["small"]),
         "Current work": _current_work(assistants, share["small"]),
         "Next step": _next_step(users, share["small"]),
@@ -317,29 +317,35 @@ def _assistant_key_lines(assistants: list[Entry], budget: int) -> str:
     return _bullets(lines, budget)
 
 
-def _user_messages(users: list[Entry], budget: int) -> str:
-    """Every user message, shortened; when they do not all fit, the most recent win."""
+def _user_messages(users: list[Entry], budget: int, topic: Sequence[str] = ()) -> str:
+    """Every user message, shortened; when they do not all fit, those about the `topic` the
+    instructions name win, then the most recent."""
     if budget <= 0:
         return ""
-    kept: list[str] = []
+    kept: dict[int, str] = {}
     used = 0
     # Share the room so every message keeps at least its opening words (goals and constraints
     # usually come first); only when even that does not fit are the oldest left out.
     each = max(_MIN_PER_USER_MESSAGE, min(_PER_USER_MESSAGE, budget // max(len(users), 1) - 16))
-    for entry in reversed(users):
+    latest_first = list(reversed(users))
+    about = [e for e in latest_first if steering.about(topic, e.text)]
+    for entry in [*about, *(e for e in latest_first if e not in about)]:
         quoted = f'- (#{entry.seq}) "{inert_quote(clip(entry.text.strip(), each))}"'
         room = budget - used
         if len(quoted) + 1 > room:
             if not kept and room > 40:
-                # The latest message always appears, cut to whatever room there is.
-                kept.append(clip(quoted, room - 1) + '"')
+                # The first in line always appears, cut to whatever room there is.
+                kept[entry.seq] = clip(quoted, room - 1) + '"'
             break
-        kept.append(quoted)
+        kept[entry.seq] = quoted
         used += len(quoted) + 1
     omitted = len(users) - len(kept)
-    lines = list(reversed(kept))
+    lines = [kept[seq] for seq in sorted(kept)]
     if omitted:
-        lines.insert(0, f"- ({omitted} earlier user messages omitted for length)")
+        which = "earlier"
+        if about:
+            which = "other" if all(e.seq in kept for e in about) else "more"
+        lines.insert(0, f"- ({omitted} {which} user messages omitted for length)")
     return "\n".join(lines)
 
 

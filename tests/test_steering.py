@@ -293,3 +293,21 @@ async def test_compact_now_after_a_brief_gives_the_new_brief_the_room_of_the_one
     if "left out for length" in draft.summary:  # only with the room full
         assert len(draft.summary) > 900 - 100, draft.summary
     await ws.disconnect()
+
+
+def test_a_topic_keeps_the_messages_about_it_when_not_all_fit():
+    said = [
+        "The billing migration starts with the ledger tables and their triggers.",
+        *(f"Unrelated note {n}: the lamp launch needs new photos and copy." for n in range(8)),
+    ]
+    entries = [Entry(n + 1, "user", [{"type": "text", "text": t}]) for n, t in enumerate(said)]
+
+    plain = rule_based_summary(entries, None, max_chars=1_200)
+    steered = rule_based_summary(
+        entries, None, "keep everything about the billing migration", max_chars=1_200
+    )
+
+    quoted = re.compile(r'^- \(#1\) "The billing migration starts', re.M)
+    assert not quoted.search(plain) and "earlier user messages omitted" in plain
+    assert quoted.search(steered), steered
+    assert "other user messages omitted for length" in steered
