@@ -62,7 +62,7 @@ def facts_section(
     kept_others, out_others = _fit(others, left, max(MAX_FACTS - len(kept), 0))
     if out_others:
         capped = len(kept) + len(kept_others) >= MAX_FACTS
-        names = [(f.kind, f.seq) for f in out_others]
+        names = [(steering.SINGULAR.get(f.kind, f.kind), f.seq) for f in out_others]
         notes.append(
             _left_out_note(names, capped, left - sum(len(f.line()) + 1 for f in kept_others))
         )

@@ -63,11 +63,18 @@ _ASKING = frozenset(
     including into is it its just keep keeping kept let list make me mention more most much my
     need not of on only or our please preserve retain save short should so some state stated
     summarise summarize summary that the their them these this those to us very want we what
-    with word words would you your""".split()
+    with word words would you your
+    brief concise short shorter long longer detailed bullet bullets point points section
+    sections tone style clear simple plain write""".split()
 )
 _WORD_RE = re.compile(r"[a-z0-9][a-z0-9'-]*")
-# A port: "port 8443", "ports 80 and 443" (the first), or a number after a host and a colon.
-_PORT_RE = re.compile(r"\bports?\s+(?:number\s+)?(\d{2,5})\b|(?<=[\w\].-]):(\d{2,5})\b", re.I)
+# A port: "port 8443", "ports 80 and 443" (the first), or a number after a host and a colon
+# (a dotted name or address, localhost, an IPv6 address in brackets; "09:30" is a time).
+_PORT_RE = re.compile(
+    r"\bports?\s+(?:number\s+)?(\d{2,5})\b"
+    r"|(?:\blocalhost|\b[\w-]+(?:\.[\w-]+)+|\]):(\d{2,5})\b",
+    re.I,
+)
 # A URL of any scheme (redis://, s3://, postgres://), not only the web's.
 _ANY_URL_RE = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+", re.I)
 _ERROR_RE = re.compile(r"\b(?:error|exception|traceback|failed|fails|crash\w*)\b", re.I)
@@ -209,14 +216,22 @@ def report(
             f"It states {len(asked) - len(lost)} of the {len(asked)} {steer.describe()} of the "
             f"messages it replaces; not stated: {shown}."
         )
-        if by_rules:
-            got += f" The summary without a model had room for {room:,} characters."
+    if by_rules and asked:
+        got += f" The summary without a model had room for {room:,} characters."
     if regenerates is None:
         return got
     if summary.strip() != regenerates.strip():
-        return f"New draft written with your instructions. {got}".strip()
-    why = got or "The model wrote the same summary again."
-    return f"The new draft is the same as the one before. {why}"
+        head = "New draft written with your instructions." if instructions.strip() else ""
+        return f"{head or 'New draft written.'} {got}".strip()
+    if by_rules:
+        # Rules give the same brief for the same messages and the same asks.
+        why = (
+            f"{got} The summary without a model is written by rules: only instructions that "
+            "ask for other kinds of facts, or another topic, change it."
+        )
+    else:
+        why = got or "The model wrote the same summary again."
+    return f"The new draft is the same as the one before. {why.strip()}"
 
 
 def _named(fact: key_facts.KeyFact) -> str:

@@ -14,7 +14,7 @@ from chat.models import Conversation, Message
 from compaction import summariser
 from compaction.brief import rule_based_summary
 from compaction.entries import Entry
-from compaction.instructions import Steer, parse
+from compaction.instructions import Steer, kinds_in, parse, report
 from compaction.models import Compaction
 from compaction.policy import Budget
 from providers.demo import compose
@@ -311,3 +311,26 @@ def test_a_topic_keeps_the_messages_about_it_when_not_all_fit():
     assert not quoted.search(plain) and "earlier user messages omitted" in plain
     assert quoted.search(steered), steered
     assert "other user messages omitted for length" in steered
+
+
+def test_a_port_is_one_a_text_calls_a_port_or_that_follows_a_host_not_a_time():
+    assert "port" in kinds_in("gateway listens on port 8443")
+    assert "port" in kinds_in("broker at redis://10.4.2.17:6379/3")
+    assert "port" in kinds_in("metrics on staging.internal:9100 and localhost:8080")
+    assert "port" not in kinds_in("moved the standup to 09:30 on Thursdays")
+
+
+def test_what_the_instructions_got_is_said_in_words_a_person_reads():
+    entries = walk(SAID[:3])[:-1]
+    model = "The API gateway is on 8443; Dana Whitfield and Northwind Freight."
+
+    said = report(ASKED, entries, None, model, by_rules=False, room=900)
+
+    assert said.startswith("It states 3 of the 4 ports, paths and names")
+    assert "not stated: the admin panel on port 9090 (#5)" in said
+    assert "room" not in said  # a model's summary has no room of characters
+    assert report("be brief", entries, None, model, by_rules=False, room=900) == ""
+    rules = report("please", entries, None, model, by_rules=True, room=900)
+    assert rules.startswith("Your instructions name no kind of fact and no topic")
+    same = report("", entries, None, model, by_rules=True, room=900, regenerates=model)
+    assert same.startswith("The new draft is the same as the one before. The summary without")
