@@ -226,7 +226,7 @@ def report(
     if by_rules:
         # Rules give the same brief for the same messages and the same asks.
         why = (
-            f"{got} The summary without a model is written by rules: only instructions that "
+            f"{got} Rules write the same draft from the same messages: only instructions that "
             "ask for other kinds of facts, or another topic, change it."
         )
     else:

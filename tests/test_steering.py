@@ -333,4 +333,4 @@ def test_what_the_instructions_got_is_said_in_words_a_person_reads():
     rules = report("please", entries, None, model, by_rules=True, room=900)
     assert rules.startswith("Your instructions name no kind of fact and no topic")
     same = report("", entries, None, model, by_rules=True, room=900, regenerates=model)
-    assert same.startswith("The new draft is the same as the one before. The summary without")
+    assert same.startswith("The new draft is the same as the one before. Rules write the same")
