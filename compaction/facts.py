@@ -50,7 +50,7 @@ PATH_RE = re.compile(
     r"(?:[\w.-]+/)+[\w.-]+|\b[\w-]+\.(?:py|js|ts|tsx|jsx|html|css|md|json|toml|ya?ml|txt|sql|sh|"
     r"rs|go|java|rb|c|h|cpp|ini|cfg)\b"
 )
-URL_RE = re.compile(r"\bhttps?://[^\s<>()\"'`]*[^\s<>()\"'`.,;:!?]")
+URL_RE = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s<>()\"'`]*[^\s<>()\"'`.,;:!?]")
 _MONTHS = (
     "january february march april may june july august september october november december"
 ).split()
