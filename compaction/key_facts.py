@@ -58,14 +58,26 @@ _RULES: dict[str, re.Pattern[str]] = {
     "code": facts.CODE_RE,
     "identifier": facts.IDENTIFIER_RE,
     "number": facts.NUMBER_RE,
-    "name": facts.PROPER_NAME_RE,
+    # Two or more capitalised words, not opening the sentence (a bracket does not open it:
+    # "(Central European Time)").
+    "name": re.compile(r"(?:(?<=\S )|(?<=\())[A-Z][a-z]+(?: [A-Z][a-z]+)+\b"),
 }
 # The kinds whose match is one run of characters: it grows to the whole run it sits in.
 _RUNS = frozenset({"url", "path", "code", "identifier", "number"})
-# What ends a run: space, brackets, quotes, commas and semicolons.
-_RUN_STOP = frozenset(" \t\n()[]{}<>\"'`“”‘’,;")
+# What ends a run: space, brackets, quotes, commas, semicolons, and TeX's backslash and caret.
+_RUN_STOP = frozenset(" \t\n()[]{}<>\"'`“”‘’,;\\^")
 # A run's trailing punctuation ends the sentence, not the token.
-_TRAILING = ".:!?…*_\"'”’"
+_TRAILING = ".:!?…*_\"'”’\\"
+# A path names a place: it opens with a slash, has two, or names a file ("1/2" is a fraction,
+# "TV/film" two words).
+_PLACE_RE = re.compile(r"^(?:~?\.?/|[^/]*$|.*/.*/|.*\.[A-Za-z]\w{0,4}$)")
+# Where a clause opens: its first word is capitalised as the opening, not as a name ("Thank
+# Greg", "If Bryan", "Use Trello" after a list marker, a label or a colon).
+_OPENS_RE = re.compile(r"(?:^|[.:!?*>#\"“‘-]|\d\.)\s*$")
+# Words that open a name's phrase without being part of it ("Your Cover Letter").
+_DETERMINERS = frozenset(
+    "your my our their his her this that these those its any each every".split()
+)
 # A brief's own references to messages, "(#12)", and its notes, "(3 facts left out...)": not
 # facts of the conversation.
 _SEQ_REF_RE = re.compile(r"\((?:in )?#(\d+)\)")
@@ -74,10 +86,10 @@ _NOTE_RE = re.compile(r"^\s*-?\s*\(\d+ [^()]*\)\s*$")
 _QUOTED_LINE_RE = re.compile(r'^\s*-?\s*(?:\((?:in )?#\d+\)\s*)?["“](.*)["”…]\s*$')
 # What the conversation says about itself, in text the app or a model wrote: a count of its own
 # units (a window "holds 9 messages (about 1,096 tokens)") and a reference to one of its
-# messages ("#123", "message 123"). A property of the conversation, not a fact stated in it.
+# messages ("message #123"). A property of the conversation, not a fact stated in it.
 _MEASURE_RE = re.compile(
     r"\b\d[\d,.]*\s+(?:messages?|tokens?|turns?|characters?|chars|words?|facts?|lines?|"
-    r"replies|summaries|compactions?)\b|#\d+\b|\bmessages?\s+\d+\b",
+    r"replies|summaries|compactions?)\b|\bmessages?\s+#?\d+\b",
     re.IGNORECASE,
 )
 # A sentence that opens with a greeting or thanks: the name in it is the one addressed.
@@ -86,11 +98,16 @@ _GREETING_RE = re.compile(
     r"afternoon|evening|night)|welcome)\b",
     re.IGNORECASE,
 )
+# A label of a reply's layout: a heading, or words in bold ("**Page Load Time**"). Its
+# capitalised words name a part of the answer, not a person, a product or a place.
+_LABEL_RE = re.compile(r"^#+ .*|\*\*[^*\n]+\*\*|__[^_\n]+__")
 # A sentence that asks: its last character, closing quotes and emphasis aside, is "?".
 _ASKS_RE = re.compile(r"\?[\s\"'”’*_)\]]*$")
 # A cut: the text went on, so the token touching it may be a part.
 _CUT_RE = re.compile(r"…|\.\.\.")
 _THOUSANDS_RE = re.compile(r"(?<=\d),(?=\d{3}\b)")
+# A Markdown or TeX escape: "\_", "\%" say "_" and "%" ("100\%" is 100%).
+_ESCAPE_RE = re.compile(r"\\([^\w\s\\])")
 # The words a key is made of: letters and digits (a run of each), and the signs of a number.
 _WORD_RE = re.compile(r"[^\W_]+|[$€£%]")
 _LETTERS_DIGITS_RE = re.compile(r"(?<=\d)(?=[^\W\d_])|(?<=[^\W\d_])(?=\d)")
@@ -151,9 +168,12 @@ def words(text: str) -> str:
     found = []
     for word in _WORD_RE.findall(_THOUSANDS_RE.sub("", text).lower()):
         found += [_UNITS.get(part, part) for part in _LETTERS_DIGITS_RE.split(word)]
-    for i in range(len(found) - 1):
+    i = 0
+    while i < len(found) - 1:
         if found[i] in _CURRENCIES and found[i + 1].isdigit():
             found[i], found[i + 1] = found[i + 1], found[i]
+            i += 1  # the sign is placed: it is not the next amount's
+        i += 1
     return " ".join(found)
 
 
@@ -180,9 +200,9 @@ def date_key(match: re.Match[str]) -> str | None:
 def _grown(text: str, start: int, end: int) -> tuple[int, int]:
     """The whole run of characters the match at start:end sits in, without the punctuation
     that ends its sentence: "10.4" of "redis://10.4.2.17:6379/3" is the address."""
-    while start > 0 and text[start - 1] not in _RUN_STOP:
+    while start > 0 and (text[start - 1] not in _RUN_STOP or _THOUSANDS_RE.match(text, start - 1)):
         start -= 1
-    while end < len(text) and text[end] not in _RUN_STOP:
+    while end < len(text) and (text[end] not in _RUN_STOP or _THOUSANDS_RE.match(text, end)):
         end += 1
     while end > start and text[end - 1] in _TRAILING:
         end -= 1
@@ -218,6 +238,15 @@ def tokens(text: str, *, by_person: bool = True) -> list[tuple[str, str, int, in
             start, end = match.span()
             if kind in _RUNS:
                 start, end = _grown(text, start, end)
+            if kind == "path" and not _PLACE_RE.match(text[start:end]):
+                continue
+            if kind == "name" and (
+                _OPENS_RE.search(text, 0, start)
+                or match.group(0).split()[0].lower() in _DETERMINERS
+            ):
+                start = text.index(" ", start) + 1  # the opening word is not the name's
+                if " " not in text[start:end]:
+                    continue
             if start >= end or any(start < b and a < end for a, b in taken):
                 continue
             if any(end <= cut <= end + 1 for cut in cuts):
@@ -261,15 +290,17 @@ def of_text(text: str, seq: int, *, by_person: bool = True) -> list[KeyFact]:
         for line in text.splitlines()
         if not _NOTE_RE.match(line)
     ]
-    for sentence in facts.sentences(_SEQ_REF_RE.sub("", "\n".join(lines))):
-        sentence = sentence.lstrip("-*#> ").strip()
+    said = _ESCAPE_RE.sub(r"\1", _SEQ_REF_RE.sub("", "\n".join(lines)))
+    for sentence in facts.sentences(said):
+        sentence = sentence.lstrip("-> ").strip()
+        labels = [m.span() for m in _LABEL_RE.finditer(sentence)]
         if _ASKS_RE.search(sentence):
             continue  # a question states nothing
-        greeting = _GREETING_RE.match(sentence) is not None
+        greeting = _GREETING_RE.match(sentence.lstrip("*#_ ")) is not None
         shown = set()
         for kind, key, start, end in tokens(sentence, by_person=by_person):
-            if greeting and kind == "name":
-                continue
+            if kind == "name" and (greeting or any(a <= start and end <= b for a, b in labels)):
+                continue  # the one addressed, or a label of the layout
             text = _context(sentence, start, end)
             # Two tokens of one clause: each its own line, so no fact is listed twice.
             text = sentence[start:end] if text in shown else text
@@ -293,7 +324,22 @@ def of_span(entries: Sequence[Entry], previous_summary: str | None = "") -> list
     unique: dict[str, KeyFact] = {}
     for fact in found:
         unique.setdefault(fact.key, fact)
-    return bounded(list(unique.values()), MOST)
+    # A day without its year is the day stated with one ("May 15" of "May 15, 2024"); a name
+    # inside a longer one is that one ("Air Max" of "Nike Air Max", "Poppy War" of "The Poppy
+    # War").
+    days = {key for key, fact in unique.items() if fact.kind == "date"}
+    named = [f" {f.key} " for f in unique.values() if f.kind in ("name", "quote")]
+    once = [
+        f
+        for f in unique.values()
+        if not (f.kind == "date" and _yearless_of(f.key, days))
+        and not (f.kind == "name" and any(f" {f.key} " in n and n != f" {f.key} " for n in named))
+    ]
+    return bounded(once, MOST)
+
+
+def _yearless_of(key: str, days: set[str]) -> bool:
+    return len(key) == 5 and any(day.endswith("-" + key) for day in days if len(day) > 5)
 
 
 def bounded(found: list[KeyFact], most: int) -> list[KeyFact]:

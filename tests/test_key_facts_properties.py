@@ -58,12 +58,13 @@ def restated(draw, token: str) -> str:
     punctuation, Markdown escapes, spaces or line breaks, quoted or in backticks."""
     parts = re.split(r"([^\w]+|_|(?<=\d)(?=[^\W\d_])|(?<=[^\W\d_])(?=\d))", token)
     out = []
+    separators = draw(st.sampled_from([",", ""]))  # a number's thousands: all or none
     for i, part in enumerate(parts):
         if i % 2 == 0:  # a run of letters or digits: its case may change, never its characters
             out.append(part.upper() if draw(st.booleans()) else part.lower())
         elif re.search(r"[$€£%]", part) or (part == "," and parts[i + 1][:1].isdigit()):
             # A sign of the number and a thousands separator are the number's, not punctuation.
-            out.append(part if part != "," else draw(st.sampled_from([",", ""])))
+            out.append(part if part != "," else separators)
         else:  # what stands between two runs: any punctuation, escaped, spaced or broken
             out.append(
                 draw(st.sampled_from([part, "\\_", " ", "\n", "-", ".", "/", ": ", "\\*", part]))
