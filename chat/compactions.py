@@ -288,38 +288,62 @@ def open_for_user(user, conversation_id, instructions, *, discard=None) -> Opene
         return replace(opened, regenerates=regenerates)
 
 
+@dataclass(frozen=True)
+class DraftFigures:
+    """What a draft's summary, as the person has it now, would do: the window before and after,
+    and the key facts of what it replaces that it states (compaction/key_facts.py)."""
+
+    pre_tokens: int
+    post_tokens: int
+    facts: key_facts.Tally
+    # The window now: a summary that would not make it smaller cannot be approved.
+    window_tokens: int
+
+
+def _figures(draft: Compaction, state: WindowState, summary: str) -> DraftFigures:
+    """The figures of `draft` with `summary` in place of the one it was written with, counted
+    as a boundary counts them (chat/compactions.close): one measure, before and after an edit."""
+    older = [e for e in state.entries if e.seq < draft.first_kept_seq]
+    return DraftFigures(
+        pre_tokens=draft.pre_tokens,
+        post_tokens=post_tokens(state, summary, draft.first_kept_seq),
+        facts=key_facts.tally(older, state.summary, summary),
+        window_tokens=state.tokens,
+    )
+
+
+def draft_figures(user, conversation_id, compaction_id, summary: str) -> DraftFigures:
+    """The figures of the user's waiting draft with `summary` (cleaned by the caller) as the
+    person is editing it; ActionError if it is no longer waiting."""
+    draft = _draft(user, conversation_id, compaction_id)
+    return _figures(draft, load_window(draft.conversation), summary)
+
+
 def approve(user, conversation_id, compaction_id, summary: str) -> Compaction:
     """Commit a draft with `summary` (cleaned by the caller), edited or as it was written."""
     draft = _draft(user, conversation_id, compaction_id)
     if not summary:
         raise ActionError("An approved summary cannot be empty.")
     edited = summary != draft.summary.strip()
-    tokens = draft.post_tokens
     state = load_window(draft.conversation)  # versions wait while a draft does: still its branch
-    facts = {}
+    fields = {}
     if edited:
         # What the edited summary keeps of what it replaces, counted again.
-        older = [e for e in state.entries if e.seq < draft.first_kept_seq]
-        tally = key_facts.tally(older, state.summary, summary)
-        facts = {
-            "facts_total": tally.total,
-            "facts_kept": tally.kept,
-            "facts_lost": list(tally.lost),
-        }
-        tokens = post_tokens(state, summary, draft.first_kept_seq)
-        if tokens >= state.tokens:
+        figures = _figures(draft, state, summary)
+        if figures.post_tokens >= figures.window_tokens:
             raise ActionError(
-                f"With this summary the window would hold {tokens:,} tokens, not fewer "
-                f"than the {state.tokens:,} it holds now. Shorten the summary."
+                f"With this summary the window would hold {figures.post_tokens:,} tokens, not "
+                f"fewer than the {figures.window_tokens:,} it holds now. Shorten the summary."
             )
+        fields = {
+            "facts_total": figures.facts.total,
+            "facts_kept": figures.facts.kept,
+            "facts_lost": list(figures.facts.lost),
+            "post_tokens": figures.post_tokens,
+        }
     with transaction.atomic():
         approved = _settle(
-            draft,
-            Compaction.Status.COMMITTED,
-            summary=summary,
-            edited=edited,
-            post_tokens=tokens,
-            **facts,
+            draft, Compaction.Status.COMMITTED, summary=summary, edited=edited, **fields
         )
         unpin_abandoned(draft.conversation_id, state, approved.first_kept_seq)
         _record(approved, Review.Action.EDITED if edited else Review.Action.APPROVED, user)

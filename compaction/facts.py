@@ -50,7 +50,7 @@ PATH_RE = re.compile(
     r"(?:[\w.-]+/)+[\w.-]+|\b[\w-]+\.(?:py|js|ts|tsx|jsx|html|css|md|json|toml|ya?ml|txt|sql|sh|"
     r"rs|go|java|rb|c|h|cpp|ini|cfg)\b"
 )
-URL_RE = re.compile(r"\bhttps?://[^\s<>()\"'`]*[^\s<>()\"'`.,;:!?]")
+URL_RE = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s<>()\"'`]*[^\s<>()\"'`.,;:!?]")
 _MONTHS = (
     "january february march april may june july august september october november december"
 ).split()
@@ -104,7 +104,7 @@ _DECISION_RE = re.compile(
 # A number worth keeping: three digits or more, a decimal or a time, a unit or a currency, or a
 # code such as E4471. "Turn 3" and "two or 3 options" are not facts.
 NUMBER_RE = re.compile(
-    r"\b\d{1,3}(?:,\d{3})+(?:\.\d+)?\b|\b\d{3,}\b|\b\d+[.:]\d+\b|[$€£]\s?\d[\d,.]*\d|[$€£]\s?\d|\b\d+\s?(?:%|ms|s|kb|mb|gb|tb|px|euros?|dollars?)\b"
+    r"\b\d{1,3}(?:,\d{3})+(?:\.\d+)?\b|\b\d{3,}\b|\b\d+[.:]\d+\b|[$€£]\s?\d[\d,.]*\d|[$€£]\s?\d|\b\d+\s?(?:%|(?:ms|s|kb|mb|gb|tb|px|euros?|dollars?)\b)"
     r"|\b[A-Z]{1,4}-?\d{2,}\b",
     re.IGNORECASE,
 )

@@ -28,6 +28,11 @@ urlpatterns = [
     path("search/", search.search_page, name="search"),
     path("search.json", search.search_json, name="search-json"),
     path(ONE + "tools/", conversations.conversation_tools, name="conversation-tools"),
+    path(
+        ONE + "compactions/<int:compaction_id>/figures/",
+        conversations.draft_figures,
+        name="draft-figures",
+    ),
     path("messages/<int:message_id>/pin/", conversations.message_pin, name="message-pin"),
     # The sidebar: its list and next pages, and what its rows' menus do.
     path("sidebar/", sidebar.sidebar_list, name="sidebar"),

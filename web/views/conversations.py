@@ -7,16 +7,16 @@ from __future__ import annotations
 from django.conf import settings
 from django.contrib import messages as flash
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from chat import conversations, sidebar, transcript
+from chat import compactions, conversations, sidebar, transcript
 from chat.figures import load_figures, load_panel
 from chat.models import Conversation
 from chat.window_loading import load_window
-from core.clean import SYSTEM_PROMPT, TITLE, clean, number
+from core.clean import SUMMARY, SYSTEM_PROMPT, TITLE, clean, number
 from core.errors import ActionError
 from render import frames, window_view
 from tools import registry as tools
@@ -209,3 +209,29 @@ async def conversation_tools(request: HttpRequest, conversation_id: int) -> Http
         "saved": saved,
     }
     return render(request, "chat/conversation.html#tools", context)
+
+
+@login_required
+@require_POST
+def draft_figures(request: HttpRequest, conversation_id: int, compaction_id: int) -> HttpResponse:
+    """A waiting draft's figures for the summary as the person has edited it: the window before
+    and after, kept N of M key facts, the ones lost. Text that cannot be a summary is a 400;
+    another user's draft, or one no longer waiting, a 404."""
+    try:
+        summary = clean(request.POST.get("summary"), SUMMARY, required=True)
+    except ActionError as exc:
+        return HttpResponse(exc.reason, status=400, content_type="text/plain")
+    try:
+        figures = compactions.draft_figures(request.user, conversation_id, compaction_id, summary)
+    except ActionError:
+        raise Http404(compactions.NO_LONGER_WAITING) from None
+    context = {
+        "draft": {"conversation_id": conversation_id, "pk": compaction_id},
+        "pre": figures.pre_tokens,
+        "post": figures.post_tokens,
+        "total": figures.facts.total,
+        "kept": figures.facts.kept,
+        "lost": figures.facts.lost,
+        "grows": figures.post_tokens >= figures.window_tokens,
+    }
+    return render(request, "chat/conversation.html#draft-figures", context)
