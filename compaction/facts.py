@@ -1,5 +1,5 @@
 """The facts a person stated, found by rules: names, decisions, paths, numbers, dates,
-identifiers, quoted words and the questions they asked, each with the number of the message
+identifiers and quoted words, each with the number of the message
 that said it. Plain functions over plain values: the rule-based brief carries them from
 compaction to compaction (compaction/brief.py).
 
@@ -36,7 +36,6 @@ KINDS: tuple[str, ...] = (
     "decision",
     "path",
     "number",
-    "question",
     "date",
     "identifier",
     "quote",
@@ -108,7 +107,6 @@ NUMBER_RE = re.compile(
     r"|\b[A-Z]{1,4}-?\d{2,}\b",
     re.IGNORECASE,
 )
-_WHOLE_RE = re.compile(r".+", re.DOTALL)
 _SENTENCE_END_RE = re.compile(r"(?<=[.!?])\s+(?=\S)")
 # Where a clause ends: punctuation before a space, a dash, or "and"/"but" before a new subject
 # ("My name is Ada and my project lives in /srv/engine" states two facts).
@@ -125,7 +123,7 @@ _LOOSE_ENDS = _ARTICLES | frozenset(
     "it now then also just we i".split()
 )
 # Which side of what matched says what it is: a name and a decision are followed by what they
-# did or chose; a path, a number and a question are preceded by what they are.
+# did or chose; a path and a number are preceded by what they are.
 _GROWS_RIGHT = frozenset({"name", "decision"})
 # A fact as the brief writes it: "- (#12) staging server listens on port 8443" (the message);
 # a key fact it noted, "- (in #12) ...".
@@ -154,11 +152,11 @@ class Fact:
 
 
 def _matches(text: str, *, fragment: bool = False) -> dict[str, re.Match[str]]:
-    """The first match of each kind's rule in `text`, most important kind first. A question is
-    a sentence that asks, whatever it names: it is matched whole."""
-    whole = _WHOLE_RE.match(text)
-    if whole is not None and text.endswith("?"):
-        return {"question": whole}
+    """The first match of each kind's rule in `text`, most important kind first. A question
+    states nothing, whatever it names ("Does port 8443 look right?"): it matches none. The
+    person's questions are in the brief with their messages, not among its facts."""
+    if text.rstrip().endswith("?"):
+        return {}
     rules = {
         "name": OWN_NAME_RE.search(text)
         or (_FRAGMENT_NAME_RE if fragment else PROPER_NAME_RE).search(text),
@@ -185,7 +183,7 @@ def sentences(text: str) -> list[str]:
 
 
 def clauses(sentence: str) -> list[str]:
-    """A sentence's clauses; a question is one, asked whole."""
+    """A sentence's clauses; a question is one, asked whole (and states no fact)."""
     if sentence.endswith("?"):
         return [sentence]
     return [c.strip() for c in CLAUSE_END_RE.split(sentence) if c.strip()]
@@ -211,15 +209,13 @@ def fact_of(clause: str) -> tuple[str, str] | None:
     start = clause.rfind(" ", 0, start) + 1
     end = len(clause) if (space := clause.find(" ", end)) < 0 else space
     core, left, right = _words(clause[start:end]), _words(clause[:start]), _words(clause[end:])
-    if anchor == "question":
-        core, left = core[-1:], core[:-1]
     words = _grown(core, left, right, anchor in _GROWS_RIGHT)
     while len(words) > 1 and words[0].lower() in _LOOSE_ENDS:
         words = words[1:]
     while len(words) > 1 and words[-1].lower().rstrip(".,;:!") in _LOOSE_ENDS:
         words = words[:-1]
     text = " ".join(words)
-    text = text if anchor == "question" else text.rstrip(".,;:!")
+    text = text.rstrip(".,;:!")
     kind = kind_of(text, fragment=True)
     if kind is None or len(words) < MIN_WORDS or len(text) > PER_FACT:
         return None
@@ -282,7 +278,7 @@ def parse_lines(text: str) -> list[Fact]:
 
 def within(facts: Sequence[Fact], budget: int, most: int) -> tuple[list[Fact], list[Fact]]:
     """(kept, left out): at most `most` facts whose lines fit in `budget` characters. The kinds
-    take turns, each its earliest fact first (a name, a decision, a path, a number, a question,
+    take turns, each its earliest fact first (a name, a decision, a path, a number,
     then each kind's second...), so every kind keeps some and what is left out is the latest of
     each: the facts the person stated early (who they are, where the work lives, what was
     settled) are never stated again, while the latest are still quoted whole in the brief of

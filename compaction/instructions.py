@@ -5,7 +5,7 @@ on its room; a compaction steered by them says what they got (`report`). A model
 the instructions themselves (compaction/prompt.py). Plain functions over plain values.
 
 A kind here is one of the fact kinds compaction/facts.py and compaction/key_facts.py find (a
-name, a path, a URL, a number, a date, an identifier or code, a decision, a question, a quote),
+name, a path, a URL, a number, a date, an identifier or code, a decision, a quote),
 or a port: a number a text calls a port ("port 8443") or that follows a host ("host:6379").
 """
 
@@ -31,7 +31,6 @@ _WORDS: dict[str, tuple[str, ...]] = {
     "date": ("date", "deadline", "day"),
     "error": ("error", "exception", "failure", "bug", "fix", "traceback", "crash"),
     "decision": ("decision", "choice", "agreement"),
-    "question": ("question",),
     "quote": ("quote", "quotation"),
 }
 _KIND_OF_WORD = {word: kind for kind, words in _WORDS.items() for word in words}
@@ -46,7 +45,6 @@ PLURALS = {
     "date": "dates",
     "error": "errors",
     "decision": "decisions",
-    "question": "questions",
     "quote": "quotes",
 }
 # How one fact of a kind is named in a list of what did not fit.
