@@ -175,9 +175,9 @@ class CompactionAdmin(Unchangeable, admin.ModelAdmin):
     # Few and narrow, so the list fits a 1,400 px screen beside the admin's menu and its filters:
     # the trigger and kind in one column, the tokens before and after in another, the status
     # and whether it was edited in a third, a long title cut short (static/css/admin.css).
-    list_display = ["id", "conversation_title", "what", "tokens", "summariser", "state"]
+    list_display = ["id", "conversation_title", "what", "tokens", "written_by", "state"]
     list_display_links = ["id"]
-    list_filter = ["trigger", "kind", "status", "summariser", "edited", "imported"]
+    list_filter = ["trigger", "kind", "status", "summariser", "summary_model", "edited", "imported"]
     search_fields = ["conversation__title", "summary"]
     list_select_related = ["conversation"]
     fieldsets = [
@@ -192,7 +192,7 @@ class CompactionAdmin(Unchangeable, admin.ModelAdmin):
                     ("pre_tokens", "post_tokens"),
                     "compacted_span",
                     ("cleared_before_seq", "cleared_count"),
-                    ("summariser", "edited", "imported"),
+                    ("summariser", "summary_model", "edited", "imported"),
                     "error",
                     "duration_ms",
                     ("input_tokens", "output_tokens", "cache_read_tokens", "cache_creation_tokens"),
@@ -228,6 +228,15 @@ class CompactionAdmin(Unchangeable, admin.ModelAdmin):
     @admin.display(description="Tokens", ordering="pre_tokens")
     def tokens(self, obj: Compaction) -> str:
         return f"{obj.pre_tokens:,} → {obj.post_tokens:,}"
+
+    @admin.display(description="Written by", ordering="summary_model")
+    def written_by(self, obj: Compaction) -> str:
+        """Which model wrote the summary, or the rules (no model call); a clearing wrote none."""
+        if obj.kind == Compaction.Kind.CLEAR:
+            return "-"
+        if obj.summariser == "rules":
+            return "rules"
+        return obj.summary_model or obj.summariser or "-"
 
     @admin.display(description="Status", ordering="status")
     def state(self, obj: Compaction) -> str:
