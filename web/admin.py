@@ -72,7 +72,18 @@ class ConversationAdmin(admin.ModelAdmin):
     ]
     list_filter = ["model", "review_compactions", "owner"]
     search_fields = ["title", "owner__username"]
-    readonly_fields = ["owner", "model", "leaf_seq", "created_at", "updated_at", "deleted_at"]
+    # The compaction controls are the owner's, checked in the settings (chat/controls.py).
+    readonly_fields = [
+        "owner",
+        "model",
+        "auto_compact_at",
+        "keep_tail_share",
+        "summary_model",
+        "leaf_seq",
+        "created_at",
+        "updated_at",
+        "deleted_at",
+    ]
     inlines = [MessageInline]
 
     def has_delete_permission(self, request, obj=None) -> bool:
