@@ -181,6 +181,31 @@ class ReviewAdmin(Unchangeable, admin.ModelAdmin):
     readonly_fields = ["compaction", "action", "user", "at"]
 
 
+class WrittenBy(admin.SimpleListFilter):
+    """Summaries by the model that wrote them, or by the rules (the field's own filter would
+    offer the rules' empty value as a link with no text)."""
+
+    title = "written by"
+    parameter_name = "written_by"
+    RULES = "rules"
+
+    def lookups(self, request, model_admin):
+        models = (
+            Compaction.objects.exclude(summary_model="")
+            .order_by("summary_model")
+            .values_list("summary_model", flat=True)
+            .distinct()
+        )
+        return [(m, m) for m in models] + [(self.RULES, "rules (no model)")]
+
+    def queryset(self, request, queryset):
+        if self.value() is None:
+            return queryset
+        if self.value() == self.RULES:
+            return queryset.filter(summariser="rules")
+        return queryset.filter(summary_model=self.value())
+
+
 @admin.register(Compaction)
 class CompactionAdmin(Unchangeable, admin.ModelAdmin):
     # Few and narrow, so the list fits a 1,400 px screen beside the admin's menu and its filters:
@@ -188,7 +213,7 @@ class CompactionAdmin(Unchangeable, admin.ModelAdmin):
     # and whether it was edited in a third, a long title cut short (static/css/admin.css).
     list_display = ["id", "conversation_title", "what", "tokens", "written_by", "state"]
     list_display_links = ["id"]
-    list_filter = ["trigger", "kind", "status", "summariser", "summary_model", "edited", "imported"]
+    list_filter = ["trigger", "kind", "status", "summariser", WrittenBy, "edited", "imported"]
     search_fields = ["conversation__title", "summary"]
     list_select_related = ["conversation"]
     fieldsets = [
