@@ -4,6 +4,7 @@ while it has not chosen, and the policy, the cut and the meter all follow what i
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -13,7 +14,11 @@ from chat import compactions
 from chat.models import Conversation
 from chat.snapshot import read_snapshot
 from chat.window_loading import load_window, state_of
+from compaction.models import Compaction
 from compaction.policy import shares, shares_problem
+from support.waiting import settle
+from tests.conftest import receive_until, socket_for
+from tests.test_auto_compaction import REPLY_DONE
 from tests.transcripts import add_turns
 
 pytestmark = pytest.mark.django_db
@@ -212,3 +217,37 @@ def test_the_meters_marker_moves_with_the_choice(client, alice, conversation):
     # The panel the socket and the reconnect fetch render says the same.
     context = client.get(f"/conversations/{conversation.pk}/context/").content.decode()
     assert marker(context) == ("45.0", "900")
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("channel_layer")
+async def test_over_the_socket_auto_compaction_fires_at_the_share_chosen(
+    alice, conversation, fake_llm, settings
+):
+    """The engine after each reply: with the threshold chosen at 35% of 2,000 tokens, the
+    first compaction comes as the window passes 700, long before the default's 1,200, and it
+    keeps no more than the 10% chosen (or the last turn)."""
+    await Conversation.objects.filter(pk=conversation.pk).aupdate(
+        auto_compact_at=0.35, keep_tail_share=0.1
+    )
+    ws = socket_for(alice, conversation.pk)
+    await ws.connect()
+    for turn in range(1, 9):
+        fake_llm.enqueue([f"Reply {turn}: " + "noted " * 25])
+        await ws.send_to(
+            text_data=json.dumps({"action": "send", "message": f"Turn {turn} " + "word " * 40})
+        )
+        await receive_until(ws, REPLY_DONE)
+        await settle(conversation.pk)
+        if await Compaction.objects.filter(conversation=conversation).aexists():
+            break
+    await ws.disconnect()
+    row = await Compaction.objects.filter(conversation=conversation).afirst()
+    assert row is not None, "the window passed the chosen threshold but nothing compacted"
+    assert row.trigger == "auto" and row.status == "committed", row.error
+    assert 700 <= row.pre_tokens < 1_200
+    kept = [
+        m.tokens
+        async for m in conversation.messages.filter(seq__gte=row.first_kept_seq, status="complete")
+    ]
+    assert sum(kept) <= max(200, kept[0] + kept[1])  # 10%, or the last turn whole
