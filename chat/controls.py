@@ -93,6 +93,7 @@ class Form:
 
 
 def form(conversation) -> Form:
+    """The settings form of `conversation`, as it stands."""
     return Form(
         auto_at=_percent(conversation.auto_compact_at),
         keep=_percent(conversation.keep_tail_share),

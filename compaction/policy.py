@@ -72,18 +72,19 @@ def shares_problem(
     low, high = AUTO_AT_RANGE
     if auto_at is not None and not low <= auto_at <= high:
         return f"Compact at must be between {_pct(low)} and {_pct(high)} of the budget."
+    if keep_share is None and auto_at is None:
+        return None
     auto = default_auto if auto_at is None else auto_at
     keep = default_keep if keep_share is None else keep_share
     most = round(auto - KEEP_GAP, 4)
-    if keep_share is None and auto_at is None:
-        return None
     if keep_share is not None and keep < MIN_KEEP_SHARE:
         return f"Keep verbatim must be at least {_pct(MIN_KEEP_SHARE)} of the budget."
     if keep > most:
         which = "" if keep_share is not None else " (the default)"
         return (
             f"Keeping {_pct(keep)}{which} verbatim leaves too little between it and compacting "
-            f"at {_pct(auto)}: keep at most {_pct(most)} (10 points under), or compact later."
+            f"at {_pct(auto)}: keep at most {_pct(most)} ({KEEP_GAP * 100:.0f} points under), "
+            "or compact later."
         )
     return None
 
@@ -94,12 +95,14 @@ def shares(
     """The shares a conversation compacts at and keeps: its own choices, else the defaults (the
     environment's, read as they are now, so changing them moves every conversation that never
     chose). A choice checked against a default that has moved since may sit too close to it:
-    the kept tail gives way, never the threshold."""
+    the kept tail gives way (shrinks, never grows), never the threshold."""
     auto = default_auto if auto_at is None else auto_at
     keep = default_keep if keep_share is None else keep_share
     most = round(auto - KEEP_GAP, 4)
     if (auto_at is not None or keep_share is not None) and keep > most:
-        keep = max(most, auto / 2)
+        # Ten points under when there is room for it, else half the threshold: always a
+        # tail the budget accepts (0 < keep < auto).
+        keep = min(keep, max(most, auto / 2))
     return auto, keep
 
 

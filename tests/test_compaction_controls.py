@@ -9,13 +9,15 @@ import re
 
 import pytest
 from django.db import transaction
+from hypothesis import given
+from hypothesis import strategies as st
 
 from chat import compactions
 from chat.models import Conversation
 from chat.snapshot import read_snapshot
 from chat.window_loading import load_window, state_of
 from compaction.models import Compaction
-from compaction.policy import shares, shares_problem
+from compaction.policy import Budget, shares, shares_problem
 from support.waiting import settle
 from tests.conftest import receive_until, socket_for
 from tests.test_auto_compaction import REPLY_DONE
@@ -99,6 +101,25 @@ def test_a_default_moved_under_a_choice_gives_way_in_the_tail_never_the_threshol
     # Never one the budget refuses, whatever the environment holds.
     auto, keep = shares(None, 0.3, default_auto=0.32, default_keep=0.25)
     assert 0 < keep < auto == 0.32
+    # Giving way never makes the tail longer than chosen.
+    assert shares(None, 0.05, default_auto=0.12, default_keep=0.1) == (0.12, 0.05)
+
+
+share = st.floats(min_value=0.01, max_value=1.0)
+
+
+@given(
+    auto_at=st.none() | st.floats(min_value=0.3, max_value=0.9),
+    keep=st.none() | st.floats(min_value=0.05, max_value=0.8),
+    env=st.tuples(share, share).filter(lambda e: e[1] < e[0]),
+)
+def test_whatever_was_chosen_and_whatever_the_environment_says_the_budget_holds(auto_at, keep, env):
+    """A choice made under other defaults never breaks a page: the shares always make a budget
+    (0 < keep < compact at), the threshold is the one chosen, the tail never longer."""
+    auto, kept = shares(auto_at, keep, default_auto=env[0], default_keep=env[1])
+    Budget(total=10_000, auto_at=auto, keep_share=kept)  # raises on shares that would loop
+    assert auto == (env[0] if auto_at is None else auto_at)
+    assert kept <= (env[1] if keep is None else keep)
 
 
 # --- the settings form ----------------------------------------------------------------------------
