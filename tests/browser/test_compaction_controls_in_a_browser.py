@@ -13,9 +13,12 @@ from .screens import SCREENS, is_phone, reach_panel
 pytestmark = pytest.mark.browser
 
 
-@pytest.fixture(params=["desktop-light", "phone-light"])
+@pytest.fixture(params=["desktop-light", "phone-dark"])
 def screen(request, browser, user_state, server):
-    context = browser.new_context(storage_state=user_state, **SCREENS[request.param])
+    # No sliding drawer: the screenshots show it where it stops.
+    context = browser.new_context(
+        storage_state=user_state, reduced_motion="reduce", **SCREENS[request.param]
+    )
     context.set_default_timeout(TIMEOUT_MS)
     page = context.new_page()
     page.goto(f"{server}/")
