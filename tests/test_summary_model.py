@@ -18,6 +18,7 @@ from chat.window_loading import state_of
 from compaction.models import Compaction
 from core import db
 from providers import registry
+from providers.tokens import estimate_request
 from providers.values import Capabilities
 from support.fake_model import FakeClient
 from tests.test_settings import load_settings
@@ -134,6 +135,23 @@ async def test_the_cached_prefix_is_read_only_by_the_conversations_own_model(ali
     other = await compact(await big_conversation(alice, summary_model="small-model"), warm=True)
     assert other.summary_model == "small-model"
     assert models["small-model"].calls[0].system != "Be brief."
+
+
+async def test_a_summary_model_with_a_smaller_budget_is_sent_no_more_than_it(
+    alice, models, settings
+):
+    settings.CHAT_MODELS = [BIG, SMALL | {"context": 2_000}]
+    settings.SUMMARY_MAX_TOKENS = 400
+    small = models["small-model"]
+    for _ in range(20):
+        small.enqueue([SUMMARY])
+    conversation = await big_conversation(alice, summary_model="small-model")
+    await sync_to_async(add_turns)(conversation, 12, words=60)  # about 4,000 tokens more
+    row = await compact(conversation)
+    assert row.summary_model == "small-model" and row.summariser == "model"
+    assert len(small.calls) > 1  # folded in parts that fit the small model's budget
+    for call in small.calls:
+        assert estimate_request(call.system, call.messages) + call.max_tokens <= 2_000
 
 
 async def test_a_rule_based_summary_names_no_model(alice, two_models):

@@ -67,15 +67,20 @@ async def run(opened: Opened) -> Compaction:
 
 async def _ask(opened: Opened, client, model: str) -> summariser.SummaryAsk:
     """What `model` is asked: the span the compaction folds and the summary in force, with
-    the person's instructions, within the conversation's budget and the settings."""
+    the person's instructions, within the conversation's budget and the settings. Another
+    model than the conversation's is sent no more than its own budget either (its "context" in
+    CHAT_MODELS: for a compatible server, the only word on its window)."""
     state = opened.state
+    budget = state.budget.total
+    if model != opened.conversation.model:
+        budget = min(budget, registry.context_budget(model))
     return summariser.SummaryAsk(
         model,
         opened.older,
         state.summary,
         opened.row.instructions,
         revise=settings.SUMMARY_REVISES_FACTS,
-        budget=state.budget.total,
+        budget=budget,
         max_tokens=settings.SUMMARY_MAX_TOKENS,
         max_chars=summariser.fallback_chars(state.budget, sum(e.tokens for e in opened.older)),
         over_prefix=await _over_prefix(opened, client, model),
