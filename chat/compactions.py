@@ -188,9 +188,12 @@ def open_mid_turn(conversation_id: int, reply_seq: int, incoming: int) -> Opened
         )
 
 
-def close(opened: Opened, result: SummaryResult, duration_ms: int, *, review: bool) -> Compaction:
+def close(
+    opened: Opened, result: SummaryResult, duration_ms: int, *, review: bool, model: str = ""
+) -> Compaction:
     """Close the row with what the summariser returned (committed, a draft to review, or
-    failed), with what it does to the conversation, in one transaction."""
+    failed), written by `model` when it is the model's, with what it does to the conversation,
+    in one transaction."""
     row = opened.row
     boundaries.outcome(
         row,
@@ -198,6 +201,7 @@ def close(opened: Opened, result: SummaryResult, duration_ms: int, *, review: bo
         post_tokens(opened.state, result.summary, row.first_kept_seq),
         key_facts.tally(opened.older, opened.state.summary, result.summary),
         review=review,
+        model=model,
     )
     row.duration_ms = duration_ms
     with transaction.atomic():

@@ -13,6 +13,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from chat.branches import parent_of
+from chat.controls import Controls
 from chat.models import NO_SUCH_CONVERSATION, Conversation, Message, Pin
 from chat.transcript import current_branch, first_kept_seq
 from compaction.window_state import budget_for
@@ -62,14 +63,27 @@ def rename_conversation(user, conversation_id, title: str) -> Conversation:
 
 
 def update_settings(
-    user, conversation_id, *, system_prompt: str, review_compactions: bool
+    user, conversation_id, *, system_prompt: str, review_compactions: bool, controls: Controls
 ) -> Conversation:
-    """The conversation's settings, `system_prompt` cleaned by the caller."""
+    """The conversation's settings, `system_prompt` cleaned and `controls` checked by the
+    caller (chat/controls.py)."""
     conversation = Conversation.objects.owned(user, conversation_id)
     _check_prompt_fits(system_prompt, conversation.model)
     conversation.system_prompt = system_prompt
     conversation.review_compactions = review_compactions
-    conversation.save(update_fields=["system_prompt", "review_compactions", "updated_at"])
+    conversation.auto_compact_at = controls.auto_compact_at
+    conversation.keep_tail_share = controls.keep_tail_share
+    conversation.summary_model = controls.summary_model
+    conversation.save(
+        update_fields=[
+            "system_prompt",
+            "review_compactions",
+            "auto_compact_at",
+            "keep_tail_share",
+            "summary_model",
+            "updated_at",
+        ]
+    )
     return conversation
 
 

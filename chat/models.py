@@ -94,6 +94,13 @@ class Conversation(UsageColumns):
     # already loads, so deciding "compact now?" costs no query.
     auto_compact_failures = models.PositiveIntegerField(default=0)
     auto_compact_paused_until = models.DateTimeField(null=True, blank=True)
+    # Its compaction controls (chat/controls.py): when auto-compaction fires and how much the
+    # tail keeps verbatim, shares of the budget, and the model that writes its summaries. Null
+    # or empty: the environment's default, read as it is now (AUTO_COMPACT_AT, KEEP_TAIL_SHARE,
+    # SUMMARY_MODEL), so changing it moves every conversation that never chose.
+    auto_compact_at = models.FloatField(null=True, blank=True)
+    keep_tail_share = models.FloatField(null=True, blank=True)
+    summary_model = models.CharField(max_length=100, blank=True)
     # Tools (by the name the model is offered) this conversation switched off.
     disabled_tools = models.JSONField(default=list, blank=True)
     # The sidebar: pinned conversations come first; archived ones leave the main list.

@@ -14,6 +14,7 @@ from chat.models import SETTLED, Conversation, Message
 from chat.snapshot import Row, Snapshot, read_snapshot
 from compaction.clearing import cleared
 from compaction.models import Compaction
+from compaction.policy import Budget
 from compaction.window_state import Anchor, WindowState, anchor_at, budget_for, head_tokens
 
 
@@ -28,7 +29,7 @@ def state_of(
     (None: the next request), along the branch ending at `leaf` (None: the one on screen). Rows
     it does not carry are skipped: newer or unsettled messages, messages still queued, other
     versions, and those before the cut that are not pinned."""
-    system, model = conversation.system_prompt, conversation.model
+    system = conversation.system_prompt
     leaf = conversation.leaf_seq if leaf is None else leaf
     boundary, rows, kept = state.boundary, state.rows, state.first_kept
     branch = set(state.branch(leaf))
@@ -62,7 +63,7 @@ def state_of(
     summary = (boundary.summary or None) if boundary else None
     head = head_tokens(system, summary, pinned)
     return WindowState(
-        budget=budget_for(model),
+        budget=budget_of(conversation),
         system=system,
         summary=summary,
         entries=entries,
@@ -71,6 +72,16 @@ def state_of(
         head_tokens=head,
         anchor=_anchor(carried, boundary, head),
         per_turn=per_turn,
+    )
+
+
+def budget_of(conversation: Conversation) -> Budget:
+    """The conversation's budget: its model's, compacting and keeping as it chose (its
+    settings; unset: the environment's defaults)."""
+    return budget_for(
+        conversation.model,
+        auto_at=conversation.auto_compact_at,
+        keep_share=conversation.keep_tail_share,
     )
 
 

@@ -29,15 +29,23 @@ NOT_ENOUGH = "Not enough to fold away yet"
 
 
 def outcome(
-    row: Compaction, result: SummaryResult, post_tokens: int, facts: Tally, *, review: bool
+    row: Compaction,
+    result: SummaryResult,
+    post_tokens: int,
+    facts: Tally,
+    *,
+    review: bool,
+    model: str = "",
 ) -> None:
     """Fill `row` (not saved) with what the summariser returned, the key facts it kept and
-    lost (`facts`), and what became of it."""
+    lost (`facts`), and what became of it; `model`: the one asked for the summary, recorded
+    as its writer when the summary is its own (not the rule-based brief)."""
     row.summary = scrubbed(result.summary)  # model output: stored and shown, never refused
     row.facts_total, row.facts_kept = facts.total, facts.kept
     row.facts_lost = [scrubbed(fact) for fact in facts.lost]
     row.raw_output = scrubbed(result.raw_output)
     row.summariser = result.summariser
+    row.summary_model = model if result.summariser == "model" else ""
     row.usage = result.usage
     row.error = result.error
     row.post_tokens = post_tokens
@@ -61,6 +69,7 @@ _CLOSED_FIELDS = [
     "summary",
     "raw_output",
     "summariser",
+    "summary_model",
     "facts_total",
     "facts_kept",
     "facts_lost",

@@ -48,6 +48,9 @@ class Compaction(UsageColumns):
     summary = models.TextField(blank=True)
     raw_output = models.TextField(blank=True)
     summariser = models.CharField(max_length=32, blank=True)
+    # The model that wrote the summary (the summariser is "model"): the conversation's, or the
+    # cheaper one its settings or SUMMARY_MODEL chose. Empty for a rule-based brief or a clearing.
+    summary_model = models.CharField(max_length=100, blank=True)
     status = models.CharField(max_length=12, choices=Status.choices, default=Status.RUNNING)
     error = models.TextField(blank=True)
     duration_ms = models.PositiveIntegerField(default=0)

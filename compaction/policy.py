@@ -16,6 +16,14 @@ from datetime import datetime, timedelta
 # turn does not trigger a compaction on every following turn.
 REGROWTH_SHARE = 0.10
 
+# What a conversation may choose for itself (its settings), as shares of its budget: compacting
+# before 30% would fold away a window that is still small, after 90% would leave too little room
+# for the reply and the summary; the kept tail stays at least 10 points under the threshold, so
+# a compaction always frees room before the next one fires.
+AUTO_AT_RANGE = (0.30, 0.90)
+MIN_KEEP_SHARE = 0.05
+KEEP_GAP = 0.10
+
 
 @dataclass(frozen=True)
 class Budget:
@@ -54,6 +62,52 @@ class Budget:
     @property
     def regrowth(self) -> int:
         return max(1, math.ceil(self.total * REGROWTH_SHARE))
+
+
+def shares_problem(
+    auto_at: float | None, keep_share: float | None, *, default_auto: float, default_keep: float
+) -> str | None:
+    """What is wrong with a conversation's choice of when to compact (`auto_at`) and how much to
+    keep verbatim (`keep_share`), shares of the budget, None for the default; None if nothing."""
+    low, high = AUTO_AT_RANGE
+    if auto_at is not None and not low <= auto_at <= high:
+        return f"Compact at must be between {_pct(low)} and {_pct(high)} of the budget."
+    if keep_share is None and auto_at is None:
+        return None
+    auto = default_auto if auto_at is None else auto_at
+    keep = default_keep if keep_share is None else keep_share
+    most = round(auto - KEEP_GAP, 4)
+    if keep_share is not None and keep < MIN_KEEP_SHARE:
+        return f"Keep verbatim must be at least {_pct(MIN_KEEP_SHARE)} of the budget."
+    if keep > most:
+        which = "" if keep_share is not None else " (the default)"
+        return (
+            f"Keeping {_pct(keep)}{which} verbatim leaves too little between it and compacting "
+            f"at {_pct(auto)}: keep at most {_pct(most)} ({KEEP_GAP * 100:.0f} points under), "
+            "or compact later."
+        )
+    return None
+
+
+def shares(
+    auto_at: float | None, keep_share: float | None, *, default_auto: float, default_keep: float
+) -> tuple[float, float]:
+    """The shares a conversation compacts at and keeps: its own choices, else the defaults (the
+    environment's, read as they are now, so changing them moves every conversation that never
+    chose). A choice checked against a default that has moved since may sit too close to it:
+    the kept tail gives way (shrinks, never grows), never the threshold."""
+    auto = default_auto if auto_at is None else auto_at
+    keep = default_keep if keep_share is None else keep_share
+    most = round(auto - KEEP_GAP, 4)
+    if (auto_at is not None or keep_share is not None) and keep > most:
+        # Ten points under when there is room for it, else half the threshold: always a
+        # tail the budget accepts (0 < keep < auto).
+        keep = min(keep, max(most, auto / 2))
+    return auto, keep
+
+
+def _pct(share: float) -> str:
+    return f"{share * 100:.4g}%"
 
 
 def needs_auto_compaction(window_tokens: int, budget: Budget, last_post_tokens: int | None) -> bool:

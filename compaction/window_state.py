@@ -16,7 +16,7 @@ from django.conf import settings
 from compaction.assembly import Window, assemble, summary_pair
 from compaction.entries import Entry
 from compaction.models import Compaction
-from compaction.policy import Budget
+from compaction.policy import Budget, shares
 from providers import registry
 from providers.tokens import MESSAGE_OVERHEAD, estimate_content, estimate_text
 
@@ -77,15 +77,25 @@ def first_kept(boundary: Compaction | None) -> int:
     return boundary.first_kept_seq if boundary else 1
 
 
-def budget_for(model: str) -> Budget:
+def budget_for(
+    model: str, *, auto_at: float | None = None, keep_share: float | None = None
+) -> Budget:
     """The budget of a conversation on `model`: its total follows the model (its "context" in
     CHAT_MODELS, else CONTEXT_BUDGET_TOKENS, else the provider's window), so the meter, the
-    threshold and the cut all follow the conversation's own model."""
+    threshold and the cut all follow the conversation's own model; it compacts at `auto_at` and
+    keeps `keep_share` of it, the conversation's choices (None: AUTO_COMPACT_AT and
+    KEEP_TAIL_SHARE, `policy.shares`)."""
     total = registry.context_budget(model)
+    auto_at, keep_share = shares(
+        auto_at,
+        keep_share,
+        default_auto=settings.AUTO_COMPACT_AT,
+        default_keep=settings.KEEP_TAIL_SHARE,
+    )
     return Budget(
         total=total,
-        auto_at=settings.AUTO_COMPACT_AT,
-        keep_share=settings.KEEP_TAIL_SHARE,
+        auto_at=auto_at,
+        keep_share=keep_share,
         # Room for the reply: the configured maximum, but never most of a small budget.
         reserve=min(settings.CHAT_MAX_TOKENS, total // 10),
     )

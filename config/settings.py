@@ -286,6 +286,14 @@ elif CHAT_MODEL not in [m["id"] for m in CHAT_MODELS]:
         f"CHAT_MODEL ({CHAT_MODEL!r}) must be one of the ids in CHAT_MODELS "
         f"({', '.join(m['id'] for m in CHAT_MODELS)}), or left unset to default to the first"
     )
+# The model that writes compaction summaries (a cheaper one, say), one of CHAT_MODELS' ids.
+# Empty: each conversation's own model. A conversation may choose another in its settings.
+SUMMARY_MODEL = env_str("SUMMARY_MODEL").strip()
+if SUMMARY_MODEL and SUMMARY_MODEL not in [m["id"] for m in CHAT_MODELS]:
+    raise ImproperlyConfigured(
+        f"SUMMARY_MODEL ({SUMMARY_MODEL!r}) must be one of the ids in CHAT_MODELS "
+        f"({', '.join(m['id'] for m in CHAT_MODELS)}), or left unset for each conversation's model"
+    )
 CHAT_MAX_TOKENS = env_int("CHAT_MAX_TOKENS", 4096)
 LLM_TIMEOUT_SECONDS = env_int("LLM_TIMEOUT_SECONDS", 120)
 # Dollars per million tokens [input, output] by model-name prefix (providers/prices.py); cache

@@ -4,7 +4,8 @@
 every model: a test's or a benchmark's fake, `register`), else the offline demo for the model
 named "demo" and Anthropic (or any compatible server) for every other name. Clients built from
 the settings are kept on the runtime, one per configuration. `available_models()` is what a new
-conversation may pick, and `context_budget(model)` the window's budget of a conversation on it.
+conversation may pick, `context_budget(model)` the window's budget of a conversation on it, and
+`summary_model` the model that writes its summaries.
 """
 
 from __future__ import annotations
@@ -85,13 +86,25 @@ def available_models() -> list[ModelChoice]:
     """What a new conversation may pick, in the configured order, the default marked: the
     models of CHAT_MODELS, or offline only the demo (nothing else could answer)."""
     default = default_model()
+    return [model_info(model, default=model == default) for model in _offered()]
+
+
+def _offered() -> list[str]:
+    """The ids of `available_models()`, in order."""
     if _offline():
-        ids = [demo.MODEL]
-    else:
-        ids = [m["id"] for m in settings.CHAT_MODELS]
-        if default not in ids:  # CHAT_MODELS always holds CHAT_MODEL; a test may set one alone
-            ids.insert(0, default)
-    return [model_info(model, default=model == default) for model in ids]
+        return [demo.MODEL]
+    ids = [m["id"] for m in settings.CHAT_MODELS]
+    if settings.CHAT_MODEL not in ids:  # CHAT_MODELS always holds it; a test may set one alone
+        ids.insert(0, settings.CHAT_MODEL)
+    return ids
+
+
+def summary_model(model: str, chosen: str = "") -> str:
+    """The model that writes the summaries of a conversation on `model`: the one it `chosen`,
+    else SUMMARY_MODEL, else its own; a choice no longer offered (the configuration changed,
+    or the offline demo answers everything) gives way to the next."""
+    offered = _offered()
+    return next((m for m in (chosen, settings.SUMMARY_MODEL) if m and m in offered), model)
 
 
 def register(client, *models: str) -> None:

@@ -49,6 +49,6 @@ def limit(setting: str) -> int:
 @register.filter
 def cost(row, model: str) -> str:
     """What a compaction's summary call cost, in dollars ("" when no call was made or no usage
-    was reported)."""
-    spend = Spend.of(row.usage, model)
+    was reported), at the price of the model that wrote it (else `model`, the conversation's)."""
+    spend = Spend.of(row.usage, row.summary_model or model)
     return meter.money(spend) if spend else ""

@@ -105,7 +105,7 @@ def test_the_compaction_list_shows_few_narrow_columns_and_cuts_a_long_title(admi
         "column-conversation_title",
         "column-what",
         "column-tokens",
-        "column-summariser",
+        "column-written_by",
         "column-state",
     ]
     for header in headers:

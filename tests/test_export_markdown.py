@@ -120,6 +120,7 @@ def test_it_holds_title_model_prompt_then_the_transcript_with_dividers_in_order(
         post_tokens=456,
         summary="## Primary request and intent\nShip on Friday.\n\nSecond paragraph.",
         summariser="model",
+        summary_model="claude-haiku-4",
         instructions="focus on dates",
     )
     client.force_login(alice)
@@ -135,6 +136,7 @@ def test_it_holds_title_model_prompt_then_the_transcript_with_dividers_in_order(
         "### Assistant · #2",
         "### Assistant · #4",
         "**Compaction (manual) · 1,234 → 456 tokens**",
+        "written by claude-haiku-4;",  # the model that wrote the summary
         "Instructions: focus on dates",
         "> ##### Primary request and intent",  # the summary, quoted, its headings demoted
         "> Ship on Friday.\n>\n> Second paragraph.",

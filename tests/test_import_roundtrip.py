@@ -155,6 +155,9 @@ async def test_export_import_export_gives_the_same_conversation(
     # Each boundary counted the key facts its summary kept ("Summary number 1." keeps none).
     facts = first["compactions"][0]["facts"]
     assert facts["total"] > 0 and facts["kept"] + len(facts["lost"]) == facts["total"]
+    # Each summary names the model that wrote it (the import keeps it: compared below).
+    written = {c["summary_model"] for c in first["compactions"] if c["summariser"] == "model"}
+    assert written == {conversation.model}
     assert any(b["type"] == "tool_use" for b in first["messages"][3]["content"])
     assert sum(m["tokens"] for m in first["messages"]) > 3_000  # over the budget, whole
 

@@ -44,47 +44,60 @@ async def run(opened: Opened) -> Compaction:
         return row  # a clearing: committed when it was opened
     started = time.monotonic()
     try:
-        client = registry.client_for(conversation.model)
+        # A cheaper model may write the summaries (the conversation's settings, SUMMARY_MODEL).
+        model = registry.summary_model(conversation.model, conversation.summary_model)
+        client = registry.client_for(model)
 
         async def part(number: int, count: int) -> None:
             # A long span is folded in parts, one request each: say how far it has got.
             text = f"Compacting ({row.trigger}): summarising part {number} of {count}…"
             await outbox.send(conversation.pk, Progress(text))
 
-        result = await summariser.summarise(client, await _ask(opened, client), on_part=part)
+        ask = await _ask(opened, client, model)
+        result = await summariser.summarise(client, ask, on_part=part)
         review = conversation.review_compactions and not opened.before_reply
         duration_ms = int((time.monotonic() - started) * 1000)
-        return await db.run(compactions.close, opened, result, duration_ms, review=review)
+        return await db.run(
+            compactions.close, opened, result, duration_ms, review=review, model=model
+        )
     except BaseException as exc:
         # Cancelled (Stop, shutdown) or crashed: release the conversation at once.
         await asyncio.shield(db.run(boundaries.mark_failed, row.pk, f"{type(exc).__name__}: {exc}"))
         raise
 
 
-async def _ask(opened: Opened, client) -> summariser.SummaryAsk:
-    """What the summary is asked: the span the compaction folds and the summary in force, with
-    the person's instructions, within the conversation's budget and the settings."""
+async def _ask(opened: Opened, client, model: str) -> summariser.SummaryAsk:
+    """What `model` is asked: the span the compaction folds and the summary in force, with
+    the person's instructions, within the conversation's budget and the settings. Another
+    model than the conversation's is sent no more than its own budget either (its "context" in
+    CHAT_MODELS: for a compatible server, the only word on its window)."""
     state = opened.state
+    budget = state.budget.total
+    if model != opened.conversation.model:
+        budget = min(budget, registry.context_budget(model))
     return summariser.SummaryAsk(
-        opened.conversation.model,
+        model,
         opened.older,
         state.summary,
         opened.row.instructions,
         revise=settings.SUMMARY_REVISES_FACTS,
-        budget=state.budget.total,
+        budget=budget,
         max_tokens=settings.SUMMARY_MAX_TOKENS,
         max_chars=summariser.brief_room(state, opened.older),
-        over_prefix=await _over_prefix(opened, client),
+        over_prefix=await _over_prefix(opened, client, model),
     )
 
 
-async def _over_prefix(opened: Opened, client):
+async def _over_prefix(opened: Opened, client, model: str):
     """The summary request over the conversation's cached prefix, when it pays: the prefix is
-    still cached (else re-sending the whole window costs more than the part that leaves it).
-    Its tools are the conversation's, as its chat requests offer them."""
+    still cached (else re-sending the whole window costs more than the part that leaves it)
+    and the summary's model is the conversation's (a cache is the model's own: another model
+    would pay for the whole window). Its tools are the conversation's, as its chat requests
+    offer them."""
     if not (settings.SUMMARY_READS_CACHE and opened.cache_warm):
         return None
-    model = opened.conversation.model
+    if model != opened.conversation.model:
+        return None
     capabilities = client.capabilities(model)
     request = summariser.over_prefix(
         opened.state,

@@ -72,7 +72,18 @@ class ConversationAdmin(admin.ModelAdmin):
     ]
     list_filter = ["model", "review_compactions", "owner"]
     search_fields = ["title", "owner__username"]
-    readonly_fields = ["owner", "model", "leaf_seq", "created_at", "updated_at", "deleted_at"]
+    # The compaction controls are the owner's, checked in the settings (chat/controls.py).
+    readonly_fields = [
+        "owner",
+        "model",
+        "auto_compact_at",
+        "keep_tail_share",
+        "summary_model",
+        "leaf_seq",
+        "created_at",
+        "updated_at",
+        "deleted_at",
+    ]
     inlines = [MessageInline]
 
     def has_delete_permission(self, request, obj=None) -> bool:
@@ -170,14 +181,39 @@ class ReviewAdmin(Unchangeable, admin.ModelAdmin):
     readonly_fields = ["compaction", "action", "user", "at"]
 
 
+class WrittenBy(admin.SimpleListFilter):
+    """Summaries by the model that wrote them, or by the rules (the field's own filter would
+    offer the rules' empty value as a link with no text)."""
+
+    title = "written by"
+    parameter_name = "written_by"
+    RULES = "rules"
+
+    def lookups(self, request, model_admin):
+        models = (
+            Compaction.objects.exclude(summary_model="")
+            .order_by("summary_model")
+            .values_list("summary_model", flat=True)
+            .distinct()
+        )
+        return [(m, m) for m in models] + [(self.RULES, "rules (no model)")]
+
+    def queryset(self, request, queryset):
+        if self.value() is None:
+            return queryset
+        if self.value() == self.RULES:
+            return queryset.filter(summariser="rules")
+        return queryset.filter(summary_model=self.value())
+
+
 @admin.register(Compaction)
 class CompactionAdmin(Unchangeable, admin.ModelAdmin):
     # Few and narrow, so the list fits a 1,400 px screen beside the admin's menu and its filters:
     # the trigger and kind in one column, the tokens before and after in another, the status
     # and whether it was edited in a third, a long title cut short (static/css/admin.css).
-    list_display = ["id", "conversation_title", "what", "tokens", "summariser", "state"]
+    list_display = ["id", "conversation_title", "what", "tokens", "written_by", "state"]
     list_display_links = ["id"]
-    list_filter = ["trigger", "kind", "status", "summariser", "edited", "imported"]
+    list_filter = ["trigger", "kind", "status", "summariser", WrittenBy, "edited", "imported"]
     search_fields = ["conversation__title", "summary"]
     list_select_related = ["conversation"]
     fieldsets = [
@@ -192,7 +228,7 @@ class CompactionAdmin(Unchangeable, admin.ModelAdmin):
                     ("pre_tokens", "post_tokens"),
                     "compacted_span",
                     ("cleared_before_seq", "cleared_count"),
-                    ("summariser", "edited", "imported"),
+                    ("summariser", "summary_model", "edited", "imported"),
                     "error",
                     "duration_ms",
                     ("input_tokens", "output_tokens", "cache_read_tokens", "cache_creation_tokens"),
@@ -228,6 +264,15 @@ class CompactionAdmin(Unchangeable, admin.ModelAdmin):
     @admin.display(description="Tokens", ordering="pre_tokens")
     def tokens(self, obj: Compaction) -> str:
         return f"{obj.pre_tokens:,} → {obj.post_tokens:,}"
+
+    @admin.display(description="Written by", ordering="summary_model")
+    def written_by(self, obj: Compaction) -> str:
+        """Which model wrote the summary, or the rules (no model call); a clearing wrote none."""
+        if obj.kind == Compaction.Kind.CLEAR:
+            return "-"
+        if obj.summariser == "rules":
+            return "rules"
+        return obj.summary_model or obj.summariser or "-"
 
     @admin.display(description="Status", ordering="status")
     def state(self, obj: Compaction) -> str:

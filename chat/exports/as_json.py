@@ -40,6 +40,7 @@ def conversation_json(conversation: Conversation) -> dict:
                 "cleared_count": c.cleared_count,
                 "summary": c.summary,
                 "summariser": c.summariser,
+                "summary_model": c.summary_model,  # the model that wrote it ("" for rules)
                 "instructions": c.instructions,
                 "edited": c.edited,
                 # The key facts of what the summary replaced: how many it kept, which it lost.

@@ -167,7 +167,10 @@ def divider(row: Compaction) -> str:
         )
         return f"---\n\n{head}\n\n{body}\n\n---\n\n"
     head = f"**Compaction ({row.trigger}) · {figures}**{undone}"
-    by = "the model" if row.summariser == "model" else "rules (no model)"
+    if row.summariser == "model":
+        by = row.summary_model or "the model"
+    else:
+        by = "rules (no model)"
     body = (
         f"Messages before #{row.first_kept_seq} were folded into this summary, written by "
         f"{by}; from #{row.first_kept_seq} on the model saw the messages themselves."

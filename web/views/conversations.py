@@ -12,7 +12,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from chat import compactions, conversations, sidebar, transcript
+from chat import compactions, controls, conversations, sidebar, transcript
 from chat.figures import load_figures, load_panel
 from chat.models import Conversation
 from chat.window_loading import load_window
@@ -68,6 +68,7 @@ def conversation_detail(request: HttpRequest, conversation_id: int) -> HttpRespo
         "ctx": panel,
         "draft": panel.draft,  # a summary waiting for review shows on load, not only when drafted
         "conversation": conversation,
+        "controls": controls.form(conversation),
     }
     if request.htmx and request.GET.get("part") == "transcript":
         # Reconnect: the tab re-fetches the transcript and replaces its own copy wholesale.
@@ -138,6 +139,11 @@ def conversation_settings(request: HttpRequest, conversation_id: int) -> HttpRes
             conversation_id,
             system_prompt=clean(request.POST.get("system_prompt", ""), SYSTEM_PROMPT),
             review_compactions=request.POST.get("review_compactions") == "on",
+            controls=controls.read(
+                request.POST.get("auto_compact_at"),
+                request.POST.get("keep_tail_share"),
+                request.POST.get("summary_model"),
+            ),
         )
 
     return _changed(
