@@ -210,7 +210,7 @@ async def drive(args, user, conversation) -> dict:
         found = await sync_to_async(search_history)(
             tool, {"query": fact.question, "limit": SEARCH_LIMIT}
         )
-        in_recall = fact.answer in quote_hits(found)
+        in_recall = fact.answer in quote_hits(found, fact.question)
         hits = await sync_to_async(search)(
             user, fact.question, conversation_id=conversation.pk, limit=10
         )
