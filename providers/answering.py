@@ -10,8 +10,10 @@ names no bucket.
 The question is read by its shape, not by a list of expected questions: the wh-word, the words
 between it and the auxiliary verb (“what S3 bucket name did…”: the last of them is the kind
 asked for, the ones before it narrow the subject), and the content words after it, less the
-verbs that only frame the asking (say, suggest, decide…). Words are compared by a light stem,
-so “listens” and “listen”, “crashed” and “crash” agree.
+verbs that only frame the asking (say, suggest, decide…) and, with no auxiliary, the verb that
+follows “who” or “which box”. Words are compared by a light stem, so “listens” and “listen”,
+“crashed” and “crash” agree. Without a part-of-speech tagger, a verb after a subject of several
+words ("does the heron server listen on") stays in the subject: an answer must say it too.
 """
 
 from __future__ import annotations
@@ -23,9 +25,11 @@ from dataclasses import dataclass
 # acme-invoices-eu, /etc/x, don't).
 TOKEN_RE = re.compile(r"[/\w][\w./'’@:-]*\w|\w")
 QUESTION_RE = re.compile(r"[^.!?\n]*\?")
-QUOTED_RE = re.compile(r"[“\"‘`]([^”\"’`]{2,80})[”\"’`]")
-# Where a sentence starts: a capital there is no sign of a name.
-SENTENCE_END = frozenset(".!?:;…")
+# A quoted value: a few words between quotes or backticks (“Bluebird”, `acme-logs`), not a
+# quoted sentence.
+QUOTED_RE = re.compile(r"[“\"‘`]([^”\"’`.!?\n]{2,40})[”\"’`]")
+# What a sentence, a quotation or a list item starts after: a capital there is no sign of a name.
+OPENERS = frozenset('.!?:;…“"‘([)-*#')
 
 WH = frozenset("what which who whom whose where when how".split())
 AUXILIARIES = frozenset(
@@ -40,6 +44,7 @@ FUNCTION_WORDS = AUXILIARIES | frozenset(
     a an the this that these those my mine our ours your yours his her hers its their theirs i
     me we us you he she it they them of to in on at by for from with about into onto over under
     and or but if as so than then there here again ever already still just also now up out
+    today tonight tomorrow yesterday currently lately recently anymore
     """.split()
 )
 # Verbs that frame the asking (what was said, suggested, decided about it), not its subject.
@@ -82,6 +87,7 @@ def asked(question: str) -> Asked:
     phrase: list[str] = []
     if wh in {"who", "whom", "whose"}:
         kind = "name"
+        rest = _past_verb(rest)  # "Who owns the checklist?": the subject is the checklist
     elif wh == "how" and rest and rest[0] in NUMBERS:
         kind, rest = "number", rest[1:]
     elif wh in {"what", "which"}:
@@ -90,7 +96,7 @@ def asked(question: str) -> Asked:
         # the next word is the kind.
         end = next((i for i, t in enumerate(rest) if t in AUXILIARIES), None)
         phrase = [t for t in rest[: 1 if end is None else end] if t not in FUNCTION_WORDS]
-        rest = rest[1 if end is None else end :]
+        rest = rest[end:] if end is not None else _past_verb(rest[1:])
         if phrase:
             head = phrase.pop()
             kind = "name" if head in NAMING else "number" if head in NUMBERS else "value"
@@ -123,13 +129,14 @@ def values(text: str, known: frozenset[str] = frozenset()) -> list[str]:
     """The specific values a text holds, but for the `known` words (the question's own): quoted
     text, names (a capital inside a sentence), identifiers (a word with a digit, a dot, a dash, a
     slash or an underscore inside), numbers."""
-    found = [q.strip() for q in QUOTED_RE.findall(text)]
+    found = [q.strip() for q in QUOTED_RE.findall(text) if len(q.split()) <= 3]
     for match in TOKEN_RE.finditer(text):
         token = match.group()
         if token.lower() in known:
             continue
-        before = text[: match.start()].rstrip()
-        starts = not before or before[-1] in SENTENCE_END
+        before = text[: match.start()]
+        gap = before[len(before.rstrip()) :]
+        starts = not before.strip() or "\n" in gap or before.rstrip()[-1] in OPENERS
         inner = token[1:]
         named = token[0].isupper() and not starts and not _pronoun(token)
         if named or any(c.isdigit() for c in token) or re.search(r"[./_-]", inner):
@@ -151,6 +158,14 @@ def stem(word: str) -> str:
     elif len(w) > 3 and w.endswith("s") and not w.endswith("ss"):
         w = w[:-1]
     return w[:-1] if len(w) > 4 and w.endswith("e") else w
+
+
+def _past_verb(tokens: list[str]) -> list[str]:
+    """What follows the verb that opens `tokens` ("owns the checklist": the checklist): with no
+    auxiliary, the word after "who" or "which box" is the verb, which relates the value asked
+    for to the subject ("Which box holds the key?" is answered by "the key is in the blue
+    box"). Unless it is the auxiliary itself."""
+    return tokens if tokens and tokens[0] in AUXILIARIES else tokens[1:]
 
 
 def _content(tokens: list[str]) -> frozenset[str]:

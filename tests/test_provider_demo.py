@@ -354,6 +354,8 @@ async def test_a_hit_in_another_conversation_is_said_to_be_there():
         ("What is the vault combination?", "The vault combination is 31-17-42."),
         ("Is it snowing in Oslo?", "Oslo: snowing, -4C"),
         ("What hotel budget did I give you?", "Her budget is 900 euros for the hotel."),
+        ("Which box holds the pelican key today?", "The pelican key is in the blue box."),
+        ("Who owns the price sheet?", "Ravi Menon owns the price sheet."),
     ],
 )
 def test_a_text_that_holds_the_subject_and_a_value_of_the_kind_answers(question, text):
@@ -370,11 +372,15 @@ def test_a_text_that_holds_the_subject_and_a_value_of_the_kind_answers(question,
         ("What S3 bucket name did I suggest?", "Keep the invoices in S3, I suggest."),  # no bucket
         ("What is my cat called?", "The restart script is called restart.sh."),  # no cat
         ("What is my cat called?", "My cat is called… what was it again?"),  # only a question
+        ("What is my cat called?", "I told you: “My cat is the grey one.”"),  # no name in it
+        ("Who is the lighthouse keeper?", "- (#4) The lighthouse keeper retired."),  # nor here
         ("Who is the lighthouse keeper?", "The lighthouse keeper is new this year."),  # no name
         ("Which port does the heron server listen on?", "The heron server listens on a port."),
         ("How many replicas does the queue run?", "The queue runs several replicas."),
         ("What colour is the boat?", "The boat colour?"),
         ("What do you think?", "I think it is fine."),  # it names no subject
+        ("Which box holds the heron key?", "The pelican key is in the blue box."),
+        ("Who owns the price sheet?", "Ravi Menon owns the photos."),
     ],
 )
 def test_a_text_without_the_subject_or_a_value_of_the_kind_does_not_answer(question, text):
