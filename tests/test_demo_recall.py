@@ -26,6 +26,8 @@ STORAGE = (
     "Before we settle on an S3 bucket name, legal has to approve the region; I will suggest "
     "one after.",
     "Ok.",
+    "I suggest the S3 bucket stays private, and its name must not mention customers.",
+    "Ok.",
     f"For the S3 bucket I suggest {BUCKET}, with versioning on.",
     "Ok.",
     "Let us talk about lunch.",
@@ -59,22 +61,23 @@ async def test_it_answers_from_the_hit_that_names_the_bucket_not_the_first_hit(
         conversation=conversation,
         trigger="manual",
         status="committed",
-        first_kept_seq=7,
+        first_kept_seq=9,
         summary="The user talked about storing invoices.",
         pre_tokens=100,
         post_tokens=50,
         summariser="rules",
     )
 
-    await turn(alice, conversation, BUCKET_ASKED, 10)
+    await turn(alice, conversation, BUCKET_ASKED, 12)
 
-    calls, answer = steps(await reply(conversation, 10))
+    saved = await reply(conversation, 12)
+    calls, answer = steps(saved)
     assert [c.get("scope", "conversation") for c in calls] == ["conversation"]
-    found = (await reply(conversation, 10)).content[2]["content"]
-    # The message that names no bucket ranks above the one that does: the case to get right.
-    assert found.index("#3 · user") < found.index("#5 · user")
+    # Messages that name no bucket rank above the one that does: the case to get right.
+    hits = re.findall(r"^#(\d+) · ", saved.content[2]["content"], re.MULTILINE)
+    assert hits[0] in {"3", "5"} and "7" in hits[2:], hits
     assert answer == (
-        f"I searched our earlier messages. In message #5 you said: “For the S3 bucket I suggest "
+        f"I searched our earlier messages. In message #7 you said: “For the S3 bucket I suggest "
         f"{BUCKET}, with versioning on.”"
     )
 
