@@ -19,6 +19,7 @@ from compaction.prompt import render_block
 from search.messages import search_branch
 from search.query import marked
 from search.semantic import unavailable_notice
+from search.values import Hit
 from tools.values import Context, ToolError
 
 # search_history's scopes: this conversation (the default), or every one of the user's.
@@ -122,7 +123,7 @@ def search_history(context: Context, arguments: dict) -> str:
     return "\n".join(lines)
 
 
-def _conversation(hit, context: Context) -> str:
+def _conversation(hit: Hit, context: Context) -> str:
     """How a hit names its conversation (the title on one line, quoted) and, in another one, the
     link to its message there: the page's URL that opens at it, as the search page links."""
     if hit.conversation_id == context.conversation_id:
