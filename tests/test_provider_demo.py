@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from compaction.assembly import summary_pair
 from compaction.brief import rule_based_summary
@@ -419,3 +421,31 @@ async def test_a_hit_that_shares_the_words_but_not_the_answer_is_passed_over():
         "I searched our earlier messages. In message #5 you said: “For the S3 bucket I suggest "
         "acme-invoices-eu, versioned.”"
     )
+
+
+VOCABULARY = (
+    "what which who where how many is did does the my cat called name S3 bucket port "
+    "acme-logs Miso 8443 say suggest holds today “quoted” I'll (#3) - ,"
+).split()
+WORDS = st.sampled_from(VOCABULARY)  # a question: one sentence
+TEXT = st.sampled_from([*VOCABULARY, ".", "?"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(WORDS, max_size=12), st.lists(TEXT, max_size=20))
+def test_an_answer_always_holds_the_subject_and_a_question_never_answers_itself(q, t):
+    from providers.answering import TOKEN_RE, answers, asked, stem
+
+    question, text = " ".join(q) + "?", " ".join(t)
+    asking = asked(question)
+    assert not answers(asking, question)
+    if answers(asking, text):
+        assert asking.subject <= {stem(w) for w in TOKEN_RE.findall(text)}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=80), st.text(max_size=200))
+def test_any_question_and_text_are_read_without_error(question, text):
+    from providers.answering import answers, asked
+
+    assert answers(asked(question), text) in (True, False)
