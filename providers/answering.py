@@ -22,9 +22,11 @@ import re
 from dataclasses import dataclass
 
 # A word: letters and digits, with inner dots, dashes, slashes and apostrophes (S3, restart.sh,
-# acme-invoices-eu, /etc/x, don't).
-TOKEN_RE = re.compile(r"[/\w][\w./'’@:-]*\w|\w")
-QUESTION_RE = re.compile(r"[^.!?\n]*\?")
+# acme-invoices-eu, /etc/x, don't). Runs of word characters joined by runs of those marks: the
+# two classes are disjoint, so a long run of marks costs no backtracking.
+TOKEN_RE = re.compile(r"/?\w+(?:[./'’@:-]+\w+)*")
+# Where a sentence ends (after its mark): a text split there, its questions are left out.
+SENTENCE_RE = re.compile(r"(?<=[.!?…\n])")
 # A quoted value: a few words between quotes or backticks (“Bluebird”, `acme-logs`), not a
 # quoted sentence.
 QUOTED_RE = re.compile(r"[“\"‘`]([^”\"’`.!?\n]{2,40})[”\"’`]")
@@ -114,7 +116,7 @@ def answers(question: Asked, text: str) -> bool:
     the kind it asks for. Questions inside the text answer nothing and are left out."""
     if not question.subject and question.kind is None:
         return False  # nothing says what it asks about ("What do you think?")
-    said = QUESTION_RE.sub(" ", text.replace("**", ""))
+    said = _statements(text.replace("**", ""))
     tokens = TOKEN_RE.findall(said)
     if not question.subject <= {stem(t) for t in tokens}:
         return False
@@ -134,9 +136,11 @@ def values(text: str, known: frozenset[str] = frozenset()) -> list[str]:
         token = match.group()
         if token.lower() in known:
             continue
-        before = text[: match.start()]
-        gap = before[len(before.rstrip()) :]
-        starts = not before.strip() or "\n" in gap or before.rstrip()[-1] in OPENERS
+        # What precedes it, up to a few characters back (a whole prefix per word would cost
+        # the square of a long line).
+        before = text[max(0, match.start() - 16) : match.start()]
+        said = before.rstrip()
+        starts = not said or "\n" in before[len(said) :] or said[-1] in OPENERS
         inner = token[1:]
         named = token[0].isupper() and not starts and not _pronoun(token)
         if named or any(c.isdigit() for c in token) or re.search(r"[./_-]", inner):
@@ -158,6 +162,13 @@ def stem(word: str) -> str:
     elif len(w) > 3 and w.endswith("s") and not w.endswith("ss"):
         w = w[:-1]
     return w[:-1] if len(w) > 4 and w.endswith("e") else w
+
+
+def _statements(text: str) -> str:
+    """The text without its questions (a sentence up to its question mark)."""
+    if "?" not in text:
+        return text
+    return " ".join(s for s in SENTENCE_RE.split(text) if not s.rstrip().endswith("?"))
 
 
 def _past_verb(tokens: list[str]) -> list[str]:

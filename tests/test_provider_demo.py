@@ -449,3 +449,15 @@ def test_any_question_and_text_are_read_without_error(question, text):
     from providers.answering import answers, asked
 
     assert answers(asked(question), text) in (True, False)
+
+
+@pytest.mark.parametrize("line", ["/" * 100_000, "a" + ":" * 100_000, "x " * 50_000 + "cat?"])
+def test_a_long_line_is_read_in_linear_time(line):
+    import time
+
+    from providers.answering import answers, asked
+
+    started = time.perf_counter()
+    answers(asked("What is my cat called?"), line)
+    # Quadratic reading took a minute and more on lines like these.
+    assert time.perf_counter() - started < 2
