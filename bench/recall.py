@@ -18,7 +18,7 @@ committed. Then, per fact, the question a user would ask about it is checked thr
            (the model's recall tool, the same search as the people's search box);
   top 10   among its 10 best;
   recall   the answer the demo model gives from `search_history`'s hits for the question (the
-           best hit that is not an echo of the question) contains it: what the recall tool
+           best hit that holds what the question asks about) contains it: what the recall tool
            alone still holds;
   demo     the question is sent as a turn: the demo model answers from its window, or, when
            nothing there matches, calls `search_history` and quotes the best hit; does its
@@ -210,7 +210,7 @@ async def drive(args, user, conversation) -> dict:
         found = await sync_to_async(search_history)(
             tool, {"query": fact.question, "limit": SEARCH_LIMIT}
         )
-        in_recall = fact.answer in quote_hits(found)
+        in_recall = fact.answer in quote_hits(found, fact.question)
         hits = await sync_to_async(search)(
             user, fact.question, conversation_id=conversation.pk, limit=10
         )

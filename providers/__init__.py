@@ -6,7 +6,8 @@
 compatible server, or a fake registered in their place), what a new conversation may pick and the
 window's budget on each. Beside it: the plain values (`values`), content blocks read in one place
 (`blocks`), the token estimates (`tokens`), prices (`prices`), prompt-cache breakpoints
-(`caching`), usage as model columns (`usage_columns`), and the embedder behind its own interface
+(`caching`), usage as model columns (`usage_columns`), whether a text answers a question (the
+demo's `answering`), and the embedder behind its own interface
 (`embeddings`: built-in, none, or an embeddings server).
 
 May import: core.

@@ -2,13 +2,15 @@
 
 With no API key a newcomer still sees the whole app work: the demo streams word by word, says how
 many messages and tokens its window holds and whether a summary heads it, and, asked a question,
-quotes the line of its window that best matches, so what the model still "remembers" after a
+quotes the line of its window that answers it, so what the model still "remembers" after a
 compaction is visible (a line of the summary that cites a message is quoted with its number).
-Asked something nothing in its window matches, it calls the recall tool `search_history` (when
-the request offers it) and quotes the best hit that is not an echo of the question, with its
-message number, so recall after a compaction can be seen without an API key. When nothing in
-the conversation answers, it searches the user's other conversations (scope "all") and says
-which one it found the answer in.
+When no line of its window answers, it calls the recall tool `search_history` (when the request
+offers it) and quotes the best hit that answers, with its message number, so recall after a
+compaction can be seen without an API key. A hit answers only when it holds what the question
+asks about (providers/answering.py): not an echo of the question, nor a message that shares its
+words without saying it. When nothing in the conversation answers, it searches the user's other
+conversations (scope "all") and links to the message it found there; when nothing there answers
+either, it says it found nothing.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import asyncio
 import re
 from collections.abc import AsyncIterator
 
+from providers.answering import Asked, answers, asked
 from providers.blocks import block_text, type_of
 from providers.tokens import estimate_request, estimate_text
 from providers.values import (
@@ -102,9 +105,10 @@ SEARCH_LIMIT = 5
 SUMMARY_TAGS = ("<summary>", "</summary>")
 SUMMARY_RE = re.compile(r"^<summary>$.*^</summary>$", re.MULTILINE | re.DOTALL)
 # A search_history answer's hits: "#12 · user · 2026-11-30 18:04 · score 3.1" then the snippet;
-# searching every conversation, a hit in another one ends its first line with the conversation.
+# searching every conversation, a hit in another one ends its first line with the conversation
+# and the link to its message there (tools/recall.py).
 HIT_RE = re.compile(r"^#(\d+) · (\w+) · ([^\n]*)\n\s+(.+)$", re.MULTILINE)
-ELSEWHERE_RE = re.compile(r"· conversation (\d+) “(.*)”$")
+ELSEWHERE_RE = re.compile(r"· conversation (\d+) “(.*)” · (/\S*)$")
 # search_history's scope over every conversation of the user's.
 EVERYWHERE = "all"
 # How a hit's snippet marks the words the search matched, and a question within it (up to its
@@ -121,12 +125,13 @@ def compose(system: str, messages: list[dict], *, can_search: bool = False):
     ends here)."""
     results = _search_results(messages)
     if results is not None:
-        asked = _last_search(messages)
-        if can_search and asked and asked.get("scope") != EVERYWHERE and not _answers(results):
+        search = _last_search(messages) or {}
+        question = str(search.get("query", ""))
+        everywhere = search.get("scope") == EVERYWHERE
+        if can_search and not everywhere and not _answers(results, asked(question)):
             text = "Nothing in this conversation answers it; I'll look in your other ones."
-            query = asked.get("query", "")
-            return text, {"query": query, "limit": SEARCH_LIMIT, "scope": EVERYWHERE}
-        return quote_hits(results), None
+            return text, {"query": question, "limit": SEARCH_LIMIT, "scope": EVERYWHERE}
+        return quote_hits(results, question, everywhere=everywhere), None
     tokens = estimate_request(system, messages)
     summarised = _summarised(messages)
     head = (
@@ -152,10 +157,11 @@ def compose(system: str, messages: list[dict], *, can_search: bool = False):
     query = None
     if "?" in said:
         window = messages[:last] + messages[last + 1 :]
-        # With the recall tool at hand, only a line holding every word of the question answers
-        # it from the window (a line about the otter does not answer a question about the
-        # ocelot); otherwise the history is searched. Without the tool, half the words will do.
-        line = _best_line(said, window, whole=can_search)
+        # With the recall tool at hand, only a line that holds what the question asks about
+        # answers it from the window (a line about the otter does not answer a question about
+        # the ocelot); otherwise the history is searched. Without the tool, the line sharing
+        # half the words will do: it is shown as the best match, not as an answer.
+        line = _best_line(said, window, strict=can_search)
         if line:
             parts.append(
                 _cited(line)
@@ -195,39 +201,48 @@ def _last_search(messages: list[dict]) -> dict | None:
     return calls[-1] if calls else None
 
 
-def _answers(results: str) -> list[tuple[int, str, str, str]]:
-    """A search's hits that are not an echo of the question (their matched words all inside
-    questions: the question asked before, or repeated in a reply, or sent as the search's own
-    query): (seq, role, where, snippet), `where` naming another conversation or empty."""
-    answers = []
+def _answers(results: str, question: Asked) -> list[tuple[int, str, str, str]]:
+    """A search's hits that answer the question: not an echo of it (their matched words all
+    inside questions: the question asked before, or repeated in a reply, or sent as the
+    search's own query), and holding what it asks about: (seq, role, where, snippet), `where`
+    the Markdown link to the message in another conversation, or empty."""
+    found = []
     for seq, role, meta, snippet in HIT_RE.findall(results):
-        if not _echo(snippet):
-            elsewhere = ELSEWHERE_RE.search(meta)
-            where = f"conversation {elsewhere[1]} “{elsewhere[2]}”" if elsewhere else ""
-            answers.append((int(seq), role, where, snippet))
-    return answers
+        if _echo(snippet) or not answers(question, snippet):
+            continue
+        where = ""
+        if elsewhere := ELSEWHERE_RE.search(meta):
+            conversation, title, link = elsewhere.groups()
+            label = f"conversation {conversation} “{_unlinked(title)}”, message #{seq}"
+            where = f"[{label}]({link})"
+        found.append((int(seq), role, where, snippet))
+    return found
 
 
-def quote_hits(results: str) -> str:
-    """The answer from a search's hits: the best one that is not an echo of the question, a
-    person's message before a reply (the demo's replies only repeat what it was told), named by
-    its number (and its conversation, when it is another one)."""
-    hits = _answers(results)
+def quote_hits(results: str, question: str, *, everywhere: bool = False) -> str:
+    """The answer from a search's hits for `question`: the best one that answers it, a person's
+    message before a reply (the demo's replies only repeat what it was told), named by its
+    number (and linked, in another conversation); or, when none does, that it found nothing
+    (`everywhere`: in the user's other conversations either)."""
+    hits = _answers(results, asked(question))
+    searched = "our earlier messages" + (" and your other conversations," if everywhere else "")
     if not hits:
-        if HIT_RE.search(results):
-            return (
-                "I searched our earlier messages and found only the question asked again, "
-                "nothing that answers it."
-            )
-        return "I searched our earlier messages and found nothing about that."
+        echoes = HIT_RE.findall(results)
+        if echoes and all(_echo(snippet) for *_, snippet in echoes):
+            return f"I searched {searched} and found only the question asked again."
+        return f"I searched {searched} and found nothing that answers it."
     seq, role, where, snippet = next((h for h in hits if h[1] == "user"), hits[0])
     who = "you" if role == "user" else "I"
     quote = _short(snippet.replace(MARK, ""), 300)
     if where:
-        return (
-            f"I searched your other conversations. In {where}, message #{seq} {who} said: “{quote}”"
-        )
+        return f"I searched your other conversations. In {where} {who} said: “{quote}”"
     return f"I searched our earlier messages. In message #{seq} {who} said: “{quote}”"
+
+
+def _unlinked(title: str) -> str:
+    """A title as a link's text: its brackets and backslashes escaped, so it cannot end the
+    link's text early."""
+    return re.sub(r"([\\\[\]])", r"\\\1", title)
 
 
 def _echo(snippet: str) -> bool:
@@ -246,13 +261,14 @@ def _cited(line: str) -> str | None:
     return f"My summary of our earlier turns keeps it, citing message #{seq}: “{_short(said)}”"
 
 
-def _best_line(question: str, window: list[dict], *, whole: bool = False) -> str | None:
-    """The window's line sharing the most of the question's words: all of them with `whole`,
-    else at least half. Lines that are questions themselves are no answer."""
-    wanted = _words(question)
-    best, best_score = None, len(wanted) if whole else max(1, (len(wanted) + 1) // 2)
+def _best_line(question: str, window: list[dict], *, strict: bool = False) -> str | None:
+    """The window's line sharing the most of the question's words, of those that answer it
+    with `strict`, else of those sharing at least half. Lines that are questions themselves
+    are no answer."""
+    wanted, asking = _words(question), asked(question)
+    best, best_score = None, 0 if strict else max(1, (len(wanted) + 1) // 2)
     for line in _window_lines(window):
-        if "?" in line:
+        if "?" in line or (strict and not answers(asking, line)):
             continue
         score = len(wanted & _words(line))
         # `>=`: on a tie the later (more recent) line wins.

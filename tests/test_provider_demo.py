@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from compaction.assembly import summary_pair
 from compaction.brief import rule_based_summary
@@ -325,11 +327,137 @@ async def test_a_hit_in_another_conversation_is_said_to_be_there():
         "2 best matches of your conversations:\n"
         "#4 · user · 2026-12-01 09:00 · score 3 · this conversation (7)\n"
         "  What did I say my **name** was?\n"
-        "#2 · user · 2026-11-20 18:30 · score 2 · conversation 3 “Introductions”\n"
+        "#2 · user · 2026-11-20 18:30 · score 2 · conversation 3 “Introductions [old]” · "
+        "/conversations/3/?at=2#msg-2\n"
         "  My **name** is Ada Lovelace."
     )
     _, reply = await ask(searched_everywhere(hits, "all"))
     assert reply.text == (
-        "I searched your other conversations. In conversation 3 “Introductions”, message #2 "
-        "you said: “My name is Ada Lovelace.”"
+        "I searched your other conversations. In [conversation 3 “Introductions \\[old\\]”, "
+        "message #2](/conversations/3/?at=2#msg-2) you said: “My name is Ada Lovelace.”"
     )
+
+
+# --- whether a hit answers: the question's subject, and a value of the kind it asks for --------
+
+
+@pytest.mark.parametrize(
+    ("question", "text"),
+    [
+        ("What S3 bucket name did I suggest?", "For the S3 bucket I suggest acme-logs-eu."),
+        ("What is my cat called?", "My cat is called Miso and she sleeps on the router."),
+        ("What did I say my name was?", "My name is Ada Lovelace."),
+        ("Who is the lighthouse keeper?", "The lighthouse keeper is called Morwenna Trask."),
+        ("Which port does the heron server listen on?", "The heron server listens on port 8443."),
+        ("Which database did we pick for the audit log?", "The audit log moves to PostgreSQL 16."),
+        ("What error did the nightly job crash with?", "The nightly job crashed with error E4821."),
+        ("How many replicas does the queue run?", "The queue runs 3 replicas."),
+        ("What colour is the boat?", "The colour of the boat is blue."),
+        ("What is the vault combination?", "The vault combination is 31-17-42."),
+        ("Is it snowing in Oslo?", "Oslo: snowing, -4C"),
+        ("What hotel budget did I give you?", "Her budget is 900 euros for the hotel."),
+        ("Which box holds the pelican key today?", "The pelican key is in the blue box."),
+        ("Who owns the price sheet?", "Ravi Menon owns the price sheet."),
+    ],
+)
+def test_a_text_that_holds_the_subject_and_a_value_of_the_kind_answers(question, text):
+    from providers.answering import answers, asked
+
+    assert answers(asked(question), text)
+
+
+@pytest.mark.parametrize(
+    ("question", "text"),
+    [
+        # The subject's words and the kind's, but no bucket named.
+        ("What S3 bucket name did I suggest?", "I will suggest an S3 bucket name after legal."),
+        ("What S3 bucket name did I suggest?", "Keep the invoices in S3, I suggest."),  # no bucket
+        ("What is my cat called?", "The restart script is called restart.sh."),  # no cat
+        ("What is my cat called?", "My cat is called… what was it again?"),  # only a question
+        ("What is my cat called?", "I told you: “My cat is the grey one.”"),  # no name in it
+        ("Who is the lighthouse keeper?", "- (#4) The lighthouse keeper retired."),  # nor here
+        ("Who is the lighthouse keeper?", "The lighthouse keeper is new this year."),  # no name
+        ("Which port does the heron server listen on?", "The heron server listens on a port."),
+        ("How many replicas does the queue run?", "The queue runs several replicas."),
+        ("What colour is the boat?", "The boat colour?"),
+        ("What do you think?", "I think it is fine."),  # it names no subject
+        ("Which box holds the heron key?", "The pelican key is in the blue box."),
+        ("Who owns the price sheet?", "Ravi Menon owns the photos."),
+    ],
+)
+def test_a_text_without_the_subject_or_a_value_of_the_kind_does_not_answer(question, text):
+    from providers.answering import answers, asked
+
+    assert not answers(asked(question), text)
+
+
+def test_the_subject_and_the_kind_are_read_from_the_questions_shape():
+    from providers.answering import asked
+
+    bucket = asked("What S3 bucket name did I suggest?")
+    assert (bucket.subject, bucket.kind) == ({"s3", "bucket"}, "name")
+    cat = asked("What is my cat called?")
+    assert (cat.subject, cat.kind) == ({"cat"}, "name")
+    port = asked("Which port does the heron staging server listen on?")
+    assert (port.subject, port.kind) == ({"heron", "stag", "server", "listen"}, "number")
+
+
+async def test_a_hit_that_shares_the_words_but_not_the_answer_is_passed_over():
+    hits = [
+        (
+            3,
+            "user",
+            "Before we pick an **S3** **bucket** **name**, legal must sign; I'll suggest one.",
+        ),
+        (5, "user", "For the **S3** **bucket** I **suggest** acme-invoices-eu, versioned."),
+    ]
+    messages = searched(hits)
+    messages[0]["content"] = "What S3 bucket name did I suggest?"
+    messages[1]["content"][1]["input"]["query"] = "What S3 bucket name did I suggest?"
+
+    _, reply = await ask(messages)
+
+    assert reply.text == (
+        "I searched our earlier messages. In message #5 you said: “For the S3 bucket I suggest "
+        "acme-invoices-eu, versioned.”"
+    )
+
+
+VOCABULARY = (
+    "what which who where how many is did does the my cat called name S3 bucket port "
+    "acme-logs Miso 8443 say suggest holds today “quoted” I'll (#3) - ,"
+).split()
+WORDS = st.sampled_from(VOCABULARY)  # a question: one sentence
+TEXT = st.sampled_from([*VOCABULARY, ".", "?"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(WORDS, max_size=12), st.lists(TEXT, max_size=20))
+def test_an_answer_always_holds_the_subject_and_a_question_never_answers_itself(q, t):
+    from providers.answering import TOKEN_RE, answers, asked, stem
+
+    question, text = " ".join(q) + "?", " ".join(t)
+    asking = asked(question)
+    assert not answers(asking, question)
+    if answers(asking, text):
+        assert asking.subject <= {stem(w) for w in TOKEN_RE.findall(text)}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=80), st.text(max_size=200))
+def test_any_question_and_text_are_read_without_error(question, text):
+    from providers.answering import answers, asked
+
+    assert answers(asked(question), text) in (True, False)
+
+
+@pytest.mark.parametrize("line", ["/" * 100_000, "a" + ":" * 100_000, "x " * 50_000 + "cat?"])
+def test_a_long_line_is_read_in_linear_time(line):
+    import time
+
+    from providers.answering import answers, asked
+
+    started = time.perf_counter()
+    answers(asked("What is my cat called?"), line)
+    # Quadratic reading took a minute and more on lines like these.
+    assert time.perf_counter() - started < 2

@@ -103,7 +103,9 @@ def test_search_history_with_scope_all_names_the_conversation_and_never_another_
     assert here.startswith("No message of this conversation matches")
 
     everywhere = recall.search_history(tool, {"query": "schema tenant table", "scope": "all"})
-    assert f"conversation {mine.pk} “Schema week”" in everywhere
+    assert (
+        f"conversation {mine.pk} “Schema week” · /conversations/{mine.pk}/?at=1#msg-1" in everywhere
+    )
     assert "#1 · user · " in everywhere and "**tenant**" in everywhere
     assert f"conversation {theirs.pk}" not in everywhere and "Bob" not in everywhere
     assert "conversation_id" in everywhere  # how to read around a hit there

@@ -11,6 +11,7 @@ input raises `ToolError` with a sentence the model can act on.
 from __future__ import annotations
 
 from django.conf import settings
+from django.urls import reverse
 
 from chat.models import UNSTARTED, Conversation, Message
 from chat.transcript import trees
@@ -18,6 +19,7 @@ from compaction.prompt import render_block
 from search.messages import search_branch
 from search.query import marked
 from search.semantic import unavailable_notice
+from search.values import Hit
 from tools.values import Context, ToolError
 
 # search_history's scopes: this conversation (the default), or every one of the user's.
@@ -46,7 +48,10 @@ SEARCH_HISTORY = {
             "scope": {
                 "type": "string",
                 "enum": list(SCOPES),
-                "description": 'Default: this one. With "all", hits name their conversation.',
+                "description": (
+                    'Default: this one. With "all", hits name their conversation and link to '
+                    "the message there."
+                ),
             },
         },
         "required": ["query"],
@@ -109,7 +114,7 @@ def search_history(context: Context, arguments: dict) -> str:
         snippet = " ".join(marked(hit.snippet, "**", "**").split())
         head = f"#{hit.seq} · {hit.role} · {when} · score {hit.score:g}"
         if everywhere:
-            head += " · " + _conversation(hit.conversation_id, hit.conversation_title, context)
+            head += " · " + _conversation(hit, context)
         lines.append(f"{head}\n  {snippet}")
     lines.append(
         "Read a message whole with read_messages(from_seq, to_seq"
@@ -118,11 +123,15 @@ def search_history(context: Context, arguments: dict) -> str:
     return "\n".join(lines)
 
 
-def _conversation(conversation_id: int, title: str, context: Context) -> str:
-    """How a hit names its conversation (the title on one line, quoted)."""
-    if conversation_id == context.conversation_id:
-        return f"this conversation ({conversation_id})"
-    return f"conversation {conversation_id} “{' '.join(title.split())}”"
+def _conversation(hit: Hit, context: Context) -> str:
+    """How a hit names its conversation (the title on one line, quoted) and, in another one, the
+    link to its message there: the page's URL that opens at it, as the search page links."""
+    if hit.conversation_id == context.conversation_id:
+        return f"this conversation ({hit.conversation_id})"
+    title = " ".join(hit.conversation_title.split())
+    page = reverse("conversation", args=[hit.conversation_id])
+    link = f"{page}?at={hit.shown_seq}#msg-{hit.shown_seq}"
+    return f"conversation {hit.conversation_id} “{title}” · {link}"
 
 
 def read_messages(context: Context, arguments: dict) -> str:

@@ -3,7 +3,8 @@ in an early turn (#3, after a greeting), the same question asked once while they
 the window, then turns until several compactions have folded them away; asked again, the reply
 on screen names them and the message that said them (not the question asked before, nor the
 demo's echo of it). Every size and scheme runs the whole conversation: with words streamed
-without a pause it takes seconds."""
+without a pause it takes seconds. Asked about something only another conversation holds, the
+demo links to the message there, and the link opens it."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import TIMEOUT_MS, new_conversation, serve, signup, turn
+from .conftest import TIMEOUT_MS, conversation_id, new_conversation, serve, signup, turn
 from .screens import SCREENS
 from .test_csp_in_a_browser import Refusals
 
@@ -41,8 +42,9 @@ SEEN = """el => {
 
 @pytest.fixture(scope="module")
 def quick_server():
-    """The session's settings, but words streamed without a pause: twenty turns in seconds."""
-    with serve(DEMO_WORD_DELAY_MS="0") as base:
+    """The session's settings, but words streamed without a pause: twenty turns in seconds; and
+    room for this module's sign-ups (a new user for each screen of each test)."""
+    with serve(DEMO_WORD_DELAY_MS="0", SIGNUPS_PER_HOUR="20") as base:
         yield base
 
 
@@ -78,6 +80,44 @@ def test_asked_after_many_compactions_the_demo_names_what_was_said_and_where(
         )
         page.screenshot(path=tmp_path / f"demo-memory-{screen}.png")
         print(f"screenshot: {tmp_path}/demo-memory-{screen}.png")
+        refusals.assert_none(page)
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize("screen", ["desktop-light", "phone-dark"])
+def test_an_answer_from_another_conversation_links_to_its_message(
+    browser, quick_server, screen, tmp_path
+):
+    context = browser.new_context(**SCREENS[screen])
+    context.set_default_timeout(TIMEOUT_MS)
+    refusals = Refusals(context)
+    try:
+        page = context.new_page()
+        signup(page, quick_server)
+        new_conversation(page)
+        turn(page, "My cat is called Miso and she sleeps on the router.")  # message #1
+        for n in range(1, 5):  # the message is scrolled out of view by the time it is linked
+            turn(page, FILLER.format(n=n))
+        home = conversation_id(page)
+        new_conversation(page)
+        turn(page, "The restart script is called restart.sh and lives in /opt/runbook.")
+
+        turn(page, "What is my cat called?")
+
+        answer = page.locator("#transcript .message.assistant").last.locator("p").last
+        expect(answer).to_contain_text("Miso")
+        link = answer.get_by_role("link", name=re.compile(rf"conversation {home}\b.*message #1"))
+        expect(link).to_have_attribute("href", f"/conversations/{home}/?at=1#msg-1")
+        page.screenshot(path=tmp_path / f"demo-answer-{screen}.png")
+        link.click()
+        page.wait_for_url(f"**/conversations/{home}/?at=1#msg-1")
+        target = page.locator("#msg-1")
+        expect(target).to_contain_text("My cat is called Miso")
+        page.wait_for_function("() => document.querySelector(':target')?.id === 'msg-1'")
+        page.wait_for_function(SEEN, arg=target.element_handle())
+        page.screenshot(path=tmp_path / f"demo-link-{screen}.png")
+        print(f"screenshots: {tmp_path}/demo-answer-{screen}.png, demo-link-{screen}.png")
         refusals.assert_none(page)
     finally:
         context.close()
