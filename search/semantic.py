@@ -58,19 +58,10 @@ def hybrid(user, query: Query, lexical: Sequence, scope, *, limit: int):
     if embedder is None:
         return list(lexical[:limit])
     messages = _messages(user, scope)
-    words = list(dict.fromkeys([*query.terms, *(w for p in query.phrases for w in p)]))
-    vector = embeddings.query_vector(embedder, " ".join(_meaningful(messages, words)))
-    if vector is None:  # its server is down: the words alone (`embeddings.unavailable()`)
+    cosines = _cosines(embedder, messages, query)
+    if cosines is None:  # its server is down: the words alone (`embeddings.unavailable()`)
         return list(lexical[:limit])
-    rows = list(
-        MessageVector.objects.filter(model=embedder.name, message__in=messages).values_list(
-            "message__conversation_id", "message__seq", "dimension", "vector"
-        )
-    )
-    keys = [(row[0], row[1]) for row in rows]
-    scores = np.zeros(len(rows), dtype=np.float32)
-    if rows and np.any(vector):
-        scores = unpack([bytes(row[3]) for row in rows], rows[0][2]) @ vector
+    keys, scores = cosines
     lexical_scores = {(hit.conversation_id, hit.seq): hit.score for hit in lexical}
     nearest = [keys[i] for i in np.argsort(-scores)[: limit * WIDEN] if scores[i] >= MIN_COSINE]
     # A lexical hit with no vector yet (settled since the last round) scores the scope's worst.
@@ -81,6 +72,46 @@ def hybrid(user, query: Query, lexical: Sequence, scope, *, limit: int):
         for key in (*lexical_scores, *nearest)
     }
     ranked = fusion.fuse(lexical_scores, semantic_scores)[:limit]
+    return _as_hits(messages, lexical, ranked)
+
+
+def by_meaning(user, query: Query, scope, *, limit: int) -> list[Hit]:
+    """Search by meaning alone: the `limit` messages of the scope nearest the query (what the
+    benchmarks set beside the lexical and the fused rankings); [] with no embedder."""
+    embedder = embeddings.embedder()
+    if embedder is None or query.empty:
+        return []
+    messages = _messages(user, scope)
+    cosines = _cosines(embedder, messages, query)
+    if cosines is None:
+        return []
+    keys, scores = cosines
+    ranked = [(keys[i], float(scores[i])) for i in np.argsort(-scores)[:limit]]
+    return _as_hits(messages, [], ranked)
+
+
+def _cosines(embedder, messages, query: Query):
+    """The scope's messages (keys: conversation id, seq) and each one's cosine with the query
+    (its words less the scope's frequent ones), or None when the embedder cannot answer."""
+    words = list(dict.fromkeys([*query.terms, *(w for p in query.phrases for w in p)]))
+    vector = embeddings.query_vector(embedder, " ".join(_meaningful(messages, words)))
+    if vector is None:
+        return None
+    rows = list(
+        MessageVector.objects.filter(model=embedder.name, message__in=messages).values_list(
+            "message__conversation_id", "message__seq", "dimension", "vector"
+        )
+    )
+    keys = [(row[0], row[1]) for row in rows]
+    scores = np.zeros(len(rows), dtype=np.float32)
+    if rows and np.any(vector):
+        scores = unpack([bytes(row[3]) for row in rows], rows[0][2]) @ vector
+    return keys, scores
+
+
+def _as_hits(messages, lexical: Sequence, ranked: list[tuple[tuple[int, int], float]]):
+    """`ranked` (key, score) as hits: the lexical hit's where there is one (its snippet marks
+    the words), else the message's opening words."""
     found = {(hit.conversation_id, hit.seq): hit for hit in lexical}
     missing = [key for key, _ in ranked if key not in found]
     found.update(_hits(messages, missing))
