@@ -17,7 +17,9 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
 
-WEIGHT = 0.6  # the semantic share of the fused score
+WEIGHT = 0.6  # the semantic share of the fused score when both sides are as sure
+# How far down a ranking its sureness looks: as deep as the hits people and the model read.
+DEPTH = 10
 # A word held by at least this share of the searched messages says nothing about which.
 FREQUENT_SHARE = 0.2
 
@@ -32,11 +34,31 @@ def min_max[K: Hashable](scores: Mapping[K, float]) -> dict[K, float]:
     return {key: (value - low) / (high - low) for key, value in scores.items()}
 
 
+def sureness(scores: Sequence[float], typical: float, depth: int = DEPTH) -> float:
+    """How sure a ranking is of its best: the best's lead over the `depth`-th best, as a share
+    of its lead over the `typical` (mean) score of the searched messages. 1: the best stands
+    alone; 0: the first `depth` are as good as each other (or the best is no better than
+    typical), and the ranking cannot tell which of them is meant."""
+    ranked = sorted(scores, reverse=True)
+    if not ranked or ranked[0] <= typical:
+        return 0.0
+    last = ranked[min(depth, len(ranked)) - 1]
+    return max(0.0, min(1.0, (ranked[0] - last) / (ranked[0] - typical)))
+
+
+def weight_by_sureness(lexical: float, semantic: float, weight: float = WEIGHT) -> float:
+    """The semantic share of one search's fused score: `weight`, each side's share scaled by
+    how sure it is (`sureness`); both unsure: `weight` as it is."""
+    sure = weight * semantic + (1 - weight) * lexical
+    return weight if sure <= 0 else weight * semantic / sure
+
+
 def fuse[K: Hashable](
     lexical: Mapping[K, float], semantic: Mapping[K, float], weight: float = WEIGHT
 ) -> list[tuple[K, float]]:
-    """Every candidate of either list with its fused score, best first. A candidate missing
-    from one list scores 0 there (the worst of that list's candidates)."""
+    """Every candidate of either list with its fused score, best first, `weight` the semantic
+    share. A candidate missing from one list scores 0 there (the worst of that list's
+    candidates)."""
     lex, sem = min_max(lexical), min_max(semantic)
     fused = {
         key: (1 - weight) * lex.get(key, 0.0) + weight * sem.get(key, 0.0) for key in (*lex, *sem)

@@ -63,7 +63,8 @@ def hybrid(user, query: Query, lexical: Sequence, scope, *, limit: int):
         return list(lexical[:limit])
     keys, scores = cosines
     lexical_scores = {(hit.conversation_id, hit.seq): hit.score for hit in lexical}
-    nearest = [keys[i] for i in np.argsort(-scores)[: limit * WIDEN] if scores[i] >= MIN_COSINE]
+    order = np.argsort(-scores)
+    nearest = [keys[i] for i in order[: limit * WIDEN] if scores[i] >= MIN_COSINE]
     # A lexical hit with no vector yet (settled since the last round) scores the scope's worst.
     worst = float(scores.min()) if len(scores) else 0.0
     position = {key: i for i, key in enumerate(keys)}
@@ -71,7 +72,13 @@ def hybrid(user, query: Query, lexical: Sequence, scope, *, limit: int):
         key: float(scores[position[key]]) if key in position else worst
         for key in (*lexical_scores, *nearest)
     }
-    ranked = fusion.fuse(lexical_scores, semantic_scores)[:limit]
+    # Each side counts as much as it is sure: the semantic side against the scope's mean
+    # cosine, the lexical against 0 (what most messages, holding none of the words, score).
+    weight = fusion.weight_by_sureness(
+        fusion.sureness(list(lexical_scores.values()), 0.0),
+        fusion.sureness([float(scores[i]) for i in order[: limit * WIDEN]], _mean(scores)),
+    )
+    ranked = fusion.fuse(lexical_scores, semantic_scores, weight)[:limit]
     return _as_hits(messages, lexical, ranked)
 
 
@@ -107,6 +114,10 @@ def _cosines(embedder, messages, query: Query):
     if rows and np.any(vector):
         scores = unpack([bytes(row[3]) for row in rows], rows[0][2]) @ vector
     return keys, scores
+
+
+def _mean(scores: np.ndarray) -> float:
+    return float(scores.mean()) if len(scores) else 0.0
 
 
 def _as_hits(messages, lexical: Sequence, ranked: list[tuple[tuple[int, int], float]]):
