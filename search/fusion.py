@@ -34,16 +34,15 @@ def min_max[K: Hashable](scores: Mapping[K, float]) -> dict[K, float]:
     return {key: (value - low) / (high - low) for key, value in scores.items()}
 
 
-def sureness(scores: Sequence[float], typical: float, depth: int = DEPTH) -> float:
-    """How sure a ranking is of its best: the best's lead over the `depth`-th best, as a share
-    of its lead over the `typical` (mean) score of the searched messages. 1: the best stands
-    alone; 0: the first `depth` are as good as each other (or the best is no better than
-    typical), and the ranking cannot tell which of them is meant."""
+def sureness(scores: Sequence[float], depth: int = DEPTH) -> float:
+    """How sure one side's ranking is of its best, on the scale `fuse` puts it on (min-max over
+    its candidates): how far below the best its `depth`-th falls. 1: the best stands alone
+    (the rest are as bad as the worst candidate); 0: the first `depth` are as good as each
+    other, and the ranking cannot tell which of them is meant."""
     ranked = sorted(scores, reverse=True)
-    if not ranked or ranked[0] <= typical:
+    if len(ranked) < 2 or ranked[0] <= ranked[-1]:
         return 0.0
-    last = ranked[min(depth, len(ranked)) - 1]
-    return max(0.0, min(1.0, (ranked[0] - last) / (ranked[0] - typical)))
+    return (ranked[0] - ranked[min(depth, len(ranked)) - 1]) / (ranked[0] - ranked[-1])
 
 
 def weight_by_sureness(lexical: float, semantic: float, weight: float = WEIGHT) -> float:

@@ -72,11 +72,10 @@ def hybrid(user, query: Query, lexical: Sequence, scope, *, limit: int):
         key: float(scores[position[key]]) if key in position else worst
         for key in (*lexical_scores, *nearest)
     }
-    # Each side counts as much as it is sure: the semantic side against the scope's mean
-    # cosine, the lexical against 0 (what most messages, holding none of the words, score).
+    # Each side counts as much as it is sure, over its own candidates.
     weight = fusion.weight_by_sureness(
-        fusion.sureness(list(lexical_scores.values()), 0.0),
-        fusion.sureness([float(scores[i]) for i in order[: limit * WIDEN]], _mean(scores)),
+        fusion.sureness(list(lexical_scores.values())),
+        fusion.sureness([float(scores[i]) for i in order[: limit * WIDEN]]),
     )
     ranked = fusion.fuse(lexical_scores, semantic_scores, weight)[:limit]
     return _as_hits(messages, lexical, ranked)
@@ -114,10 +113,6 @@ def _cosines(embedder, messages, query: Query):
     if rows and np.any(vector):
         scores = unpack([bytes(row[3]) for row in rows], rows[0][2]) @ vector
     return keys, scores
-
-
-def _mean(scores: np.ndarray) -> float:
-    return float(scores.mean()) if len(scores) else 0.0
 
 
 def _as_hits(messages, lexical: Sequence, ranked: list[tuple[tuple[int, int], float]]):

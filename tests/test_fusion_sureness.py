@@ -14,13 +14,14 @@ from support.fake_embeddings import ConceptEmbedder
 from tests.transcripts import chat
 
 
-def test_sureness_is_the_bests_lead_over_the_tenth_against_its_lead_over_typical():
-    assert sureness([9.0, 1.0, 1.0], 0.0) == pytest.approx(8 / 9)  # fewer than ten: the last
-    assert sureness([0.8] * 12, 0.1) == 0.0  # the first ten alike
-    assert sureness([0.9, *[0.5] * 11], 0.5) == 1.0  # the best alone above the rest
-    assert sureness([0.9, *[0.85] * 11], 0.5) == pytest.approx(0.125)
-    assert sureness([0.3, 0.2], 0.4) == 0.0  # no better than typical
-    assert sureness([], 0.0) == 0.0
+def test_sureness_is_how_far_below_the_best_the_tenth_falls_on_the_fused_scale():
+    assert sureness([0.9, *[0.5] * 29]) == 1.0  # the best alone, the rest as bad as the worst
+    assert sureness([*[0.8] * 12, *[0.1] * 18]) == 0.0  # the first ten alike
+    assert sureness([1.0, *[0.9] * 9, 0.6]) == pytest.approx(0.25)
+    assert sureness([9.0, 5.0, 1.0]) == 1.0  # fewer than ten: the last is the worst
+    assert sureness([0.3, 0.3]) == 0.0  # all alike
+    assert sureness([0.3]) == 0.0
+    assert sureness([]) == 0.0
 
 
 def test_the_semantic_share_follows_how_sure_each_side_is():
