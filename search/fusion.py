@@ -1,16 +1,27 @@
 """Combining the lexical and the semantic scores of one search: plain functions over plain values.
 
 Each list's scores are min-max normalised over the candidates (the best 1, the worst 0), so
-bm25's unbounded scores and cosines in [-1, 1] weigh alike, and summed with `WEIGHT` for the
-semantic side (a min-max sum beat reciprocal-rank fusion in offline measurements).
-Tuned on bench/recall_semantic.py (bench/RESULTS.md): 0.6 finds the most paraphrased questions'
-answers of the weights that still put every literal question's answer first (by its words or by
-an exact identifier, a port, an error code: a static model reads "E4312" and "E4313" alike);
-0.5 finds fewer paraphrases, 0.7 and more start to lose literal answers from the first place.
+bm25's unbounded scores and cosines in [-1, 1] weigh alike, and summed, the semantic side's
+share set per search by how sure each side is (`sureness`, `weight_by_sureness`): on that same
+scale, how far below a side's best its tenth falls. A side whose first ten are as good as each
+other (search by meaning finding a dozen messages on the query's topic alike, the words of a
+long vague question matching everything a little) cannot tell which message is meant, and gives
+way to the one that can. `WEIGHT` is the share when both are as sure. A fixed share let an
+unsure side reorder a sure one: on a public benchmark of two-person chats the fixed fusion
+ranked below lexical search alone, and on BEAM's chats (bench/beam.py) the sureness adds a
+point across conversations with no loss in one (bench/RESULTS.md). A min-max sum beat
+reciprocal-rank fusion, and z-scores over the scope, in offline measurements.
+`WEIGHT` was tuned on bench/recall_semantic.py (bench/RESULTS.md): 0.6 finds the most
+paraphrased questions' answers of the weights that still put every literal question's answer
+first (by its words or by an exact identifier, a port, an error code: a static model reads
+"E4312" and "E4313" alike).
 
-Before a query is embedded, the words a large share of the searched messages hold (the
-speakers' names in an imported chat, the project's name) are dropped: a static model averages
-its words, and one word every message holds would pull the query towards all of them alike.
+Before a query is embedded, the words half or more of the searched messages hold (a speaker's
+name in an imported two-person chat, every message of theirs and the other's mentions) are
+dropped: a static model averages its words, and one word that many messages hold would pull the
+query towards all of them alike. Below half, a word still says what the question is about (a
+project's name a fifth of a long chat holds); dropping words a fifth held lost 2 points of
+BEAM's recall in a conversation and none of the planted benchmark's.
 """
 
 from __future__ import annotations
@@ -20,8 +31,8 @@ from collections.abc import Hashable, Mapping, Sequence
 WEIGHT = 0.6  # the semantic share of the fused score when both sides are as sure
 # How far down a ranking its sureness looks: as deep as the hits people and the model read.
 DEPTH = 10
-# A word held by at least this share of the searched messages says nothing about which.
-FREQUENT_SHARE = 0.2
+# A word held by at least this share of the searched messages is left out of the query's vector.
+FREQUENT_SHARE = 0.5
 
 
 def min_max[K: Hashable](scores: Mapping[K, float]) -> dict[K, float]:
