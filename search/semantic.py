@@ -4,9 +4,15 @@ embedder is configured (EMBEDDINGS; with "none" its hits are returned as they ar
 The query (its words less the scope's frequent ones) is embedded once; the scope's stored
 vectors (chat/vectors.py) are read in one query and scored with numpy (cosines: the vectors are
 unit length), and the best of them join the lexical hits as candidates. Each candidate gets
-both scores (0 lexical for one the words did not find), fused by search/fusion.py. The scope is
-the lexical search's: one user's conversations (one of them, or all), nothing deleted or unsent,
-before a point and off other branches for the model.
+both scores (0 lexical for one the words did not find), fused by search/fusion.py, each side
+weighted by how sure it is of its best. The scope is the lexical search's: one user's
+conversations (one of them, or all), nothing deleted or unsent, before a point and off other
+branches for the model. `by_meaning` is the semantic side alone (the benchmarks' column).
+
+Each message has its own vector, not one of it with its neighbours (as the lexical side reads
+them, search/context.py): on BEAM's chats (bench/beam.py) a neighbour-window vector, summed at
+search time from the stored ones, helped the model alone but never the fusion, so nothing is
+re-embedded when a next message arrives.
 """
 
 from __future__ import annotations
