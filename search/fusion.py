@@ -49,9 +49,12 @@ def sureness(scores: Sequence[float], depth: int = DEPTH) -> float:
     """How sure one side's ranking is of its best, on the scale `fuse` puts it on (min-max over
     its candidates): how far below the best its `depth`-th falls. 1: the best stands alone
     (the rest are as bad as the worst candidate); 0: the first `depth` are as good as each
-    other, and the ranking cannot tell which of them is meant."""
+    other, and the ranking cannot tell which of them is meant. One candidate alone (the one
+    message holding an identifier) is as sure as a ranking can be."""
     ranked = sorted(scores, reverse=True)
-    if len(ranked) < 2 or ranked[0] <= ranked[-1]:
+    if len(ranked) == 1:
+        return 1.0
+    if not ranked or ranked[0] <= ranked[-1]:
         return 0.0
     return (ranked[0] - ranked[min(depth, len(ranked)) - 1]) / (ranked[0] - ranked[-1])
 

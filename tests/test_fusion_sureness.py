@@ -20,7 +20,7 @@ def test_sureness_is_how_far_below_the_best_the_tenth_falls_on_the_fused_scale()
     assert sureness([1.0, *[0.9] * 9, 0.6]) == pytest.approx(0.25)
     assert sureness([9.0, 5.0, 1.0]) == 1.0  # fewer than ten: the last is the worst
     assert sureness([0.3, 0.3]) == 0.0  # all alike
-    assert sureness([0.3]) == 0.0
+    assert sureness([0.3]) == 1.0  # one message alone holds the words
     assert sureness([]) == 0.0
 
 
