@@ -16,7 +16,7 @@ for c in python3 python3.14 python3.13 python3.12 \
 done; echo "No Python 3.12+ found" >&2; exit 1
 endef
 
-.PHONY: run serve admin test test-unit test-browser screenshots lint format bench bench-load bench-load-paced bench-recall bench-facts bench-recall-semantic bench-cache bench-faults clean
+.PHONY: run serve admin test test-unit test-browser screenshots lint format bench bench-load bench-load-paced bench-recall bench-facts bench-recall-semantic bench-beam bench-cache bench-faults clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || { py=$$($(FIND_PYTHON)) && echo "Creating $(VENV) with $$py" && $$py -m venv $(VENV); }
@@ -111,6 +111,9 @@ bench-facts: $(STAMP)
 
 bench-recall-semantic: $(STAMP)
 	$(PY) bench/recall_semantic.py
+
+bench-beam: $(STAMP)
+	$(PY) bench/beam.py
 
 bench-cache: $(STAMP)
 	$(PY) bench/cache.py

@@ -4,9 +4,15 @@ embedder is configured (EMBEDDINGS; with "none" its hits are returned as they ar
 The query (its words less the scope's frequent ones) is embedded once; the scope's stored
 vectors (chat/vectors.py) are read in one query and scored with numpy (cosines: the vectors are
 unit length), and the best of them join the lexical hits as candidates. Each candidate gets
-both scores (0 lexical for one the words did not find), fused by search/fusion.py. The scope is
-the lexical search's: one user's conversations (one of them, or all), nothing deleted or unsent,
-before a point and off other branches for the model.
+both scores (0 lexical for one the words did not find), fused by search/fusion.py, each side
+weighted by how sure it is of its best. The scope is the lexical search's: one user's
+conversations (one of them, or all), nothing deleted or unsent, before a point and off other
+branches for the model. `by_meaning` is the semantic side alone (the benchmarks' column).
+
+Each message has its own vector, not one of it with its neighbours (as the lexical side reads
+them, search/context.py): on BEAM's chats (bench/beam.py) a neighbour-window vector, summed at
+search time from the stored ones, helped the model alone but never the fusion, so nothing is
+re-embedded when a next message arrives.
 """
 
 from __future__ import annotations
@@ -58,10 +64,51 @@ def hybrid(user, query: Query, lexical: Sequence, scope, *, limit: int):
     if embedder is None:
         return list(lexical[:limit])
     messages = _messages(user, scope)
+    cosines = _cosines(embedder, messages, query)
+    if cosines is None:  # its server is down: the words alone (`embeddings.unavailable()`)
+        return list(lexical[:limit])
+    keys, scores = cosines
+    lexical_scores = {(hit.conversation_id, hit.seq): hit.score for hit in lexical}
+    order = np.argsort(-scores)
+    nearest = [keys[i] for i in order[: limit * WIDEN] if scores[i] >= MIN_COSINE]
+    # A lexical hit with no vector yet (settled since the last round) scores the scope's worst.
+    worst = float(scores.min()) if len(scores) else 0.0
+    position = {key: i for i, key in enumerate(keys)}
+    semantic_scores = {
+        key: float(scores[position[key]]) if key in position else worst
+        for key in (*lexical_scores, *nearest)
+    }
+    # Each side counts as much as it is sure, over its own candidates.
+    weight = fusion.weight_by_sureness(
+        fusion.sureness(list(lexical_scores.values())),
+        fusion.sureness([float(scores[i]) for i in order[: limit * WIDEN]]),
+    )
+    ranked = fusion.fuse(lexical_scores, semantic_scores, weight)[:limit]
+    return _as_hits(messages, lexical, ranked)
+
+
+def by_meaning(user, query: Query, scope, *, limit: int) -> list[Hit]:
+    """Search by meaning alone: the `limit` messages of the scope nearest the query (what the
+    benchmarks set beside the lexical and the fused rankings); [] with no embedder."""
+    embedder = embeddings.embedder()
+    if embedder is None or query.empty:
+        return []
+    messages = _messages(user, scope)
+    cosines = _cosines(embedder, messages, query)
+    if cosines is None:
+        return []
+    keys, scores = cosines
+    ranked = [(keys[i], float(scores[i])) for i in np.argsort(-scores)[:limit]]
+    return _as_hits(messages, [], ranked)
+
+
+def _cosines(embedder, messages, query: Query):
+    """The scope's messages (keys: conversation id, seq) and each one's cosine with the query
+    (its words less the scope's frequent ones), or None when the embedder cannot answer."""
     words = list(dict.fromkeys([*query.terms, *(w for p in query.phrases for w in p)]))
     vector = embeddings.query_vector(embedder, " ".join(_meaningful(messages, words)))
-    if vector is None:  # its server is down: the words alone (`embeddings.unavailable()`)
-        return list(lexical[:limit])
+    if vector is None:
+        return None
     rows = list(
         MessageVector.objects.filter(model=embedder.name, message__in=messages).values_list(
             "message__conversation_id", "message__seq", "dimension", "vector"
@@ -71,16 +118,12 @@ def hybrid(user, query: Query, lexical: Sequence, scope, *, limit: int):
     scores = np.zeros(len(rows), dtype=np.float32)
     if rows and np.any(vector):
         scores = unpack([bytes(row[3]) for row in rows], rows[0][2]) @ vector
-    lexical_scores = {(hit.conversation_id, hit.seq): hit.score for hit in lexical}
-    nearest = [keys[i] for i in np.argsort(-scores)[: limit * WIDEN] if scores[i] >= MIN_COSINE]
-    # A lexical hit with no vector yet (settled since the last round) scores the scope's worst.
-    worst = float(scores.min()) if len(scores) else 0.0
-    position = {key: i for i, key in enumerate(keys)}
-    semantic_scores = {
-        key: float(scores[position[key]]) if key in position else worst
-        for key in (*lexical_scores, *nearest)
-    }
-    ranked = fusion.fuse(lexical_scores, semantic_scores)[:limit]
+    return keys, scores
+
+
+def _as_hits(messages, lexical: Sequence, ranked: list[tuple[tuple[int, int], float]]):
+    """`ranked` (key, score) as hits: the lexical hit's where there is one (its snippet marks
+    the words), else the message's opening words."""
     found = {(hit.conversation_id, hit.seq): hit for hit in lexical}
     missing = [key for key, _ in ranked if key not in found]
     found.update(_hits(messages, missing))
