@@ -35,6 +35,7 @@ from compaction.policy import auto_compaction_due, auto_paused_until
 from compaction.window_state import WindowState, post_tokens
 from core.clean import number
 from core.errors import ActionError
+from providers.prices import cost
 
 DRAFT_WAITING = (
     "A draft summary is waiting for your review first: approve, regenerate or discard it in the "
@@ -210,7 +211,14 @@ def close(
         Conversation.objects.locked(opened.conversation_id)
         if not boundaries.close(row):
             return Compaction.objects.get(pk=row.pk)  # recovered as stale meanwhile
-        Conversation.objects.add_spent(opened.conversation_id, row.usage)
+        # The running totals are priced at the conversation's model: another model's call
+        # adds its own cost instead.
+        other = bool(model) and model != opened.conversation.model
+        Conversation.objects.add_spent(
+            opened.conversation_id,
+            row.usage,
+            other_model_cost=(cost(row.usage, model) or 0.0) if other else None,
+        )
         if row.status == Compaction.Status.COMMITTED:
             unpin_abandoned(opened.conversation_id, opened.state, row.first_kept_seq)
         if row.trigger == Compaction.Trigger.AUTO:

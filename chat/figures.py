@@ -71,9 +71,22 @@ def load_spent(conversation: Conversation, last_usage: Usage | None = None) -> S
             last = cursor.fetchone()
         if last:
             last_usage = from_row(last)
-    return Spent(
-        Spend.of(conversation.usage, conversation.model), Spend.of(last_usage, conversation.model)
-    )
+    return Spent(_total(conversation), Spend.of(last_usage, conversation.model))
+
+
+def dollars_spent(conversation: Conversation) -> float | None:
+    """What it cost in all (None: nothing it paid for has a price): its running totals at its
+    model's price, and what other models' calls cost."""
+    own = cost(conversation.usage, conversation.model)
+    other = conversation.other_models_cost or 0.0
+    return own if not other else (own or 0.0) + other
+
+
+def _total(conversation: Conversation) -> Spend | None:
+    own = Spend.of(conversation.usage, conversation.model)
+    if not conversation.other_models_cost:
+        return own
+    return Spend(dollars_spent(conversation), own.cached_share if own else None)
 
 
 @dataclass

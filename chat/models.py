@@ -58,9 +58,13 @@ class ConversationQuerySet(models.QuerySet):
             raise ActionError(NO_SUCH_CONVERSATION)
         return found
 
-    def add_spent(self, pk, usage: Usage) -> None:
-        """Add a model call's usage to the conversation's running totals."""
+    def add_spent(self, pk, usage: Usage, *, other_model_cost: float | None = None) -> None:
+        """Add a model call's usage to the conversation's running totals; a call by another
+        model than the conversation's adds its cost (`other_model_cost`) instead."""
         if usage is None or not usage.known:
+            return
+        if other_model_cost is not None:
+            self.filter(pk=pk).update(other_models_cost=F("other_models_cost") + other_model_cost)
             return
         self.filter(pk=pk).update(
             **{
@@ -101,6 +105,10 @@ class Conversation(UsageColumns):
     auto_compact_at = models.FloatField(null=True, blank=True)
     keep_tail_share = models.FloatField(null=True, blank=True)
     summary_model = models.CharField(max_length=100, blank=True)
+    # Dollars paid to models other than its own (summaries by another model), priced as each
+    # call closes: its usage columns are priced at its own model, so another model's tokens
+    # are not added to them. A model with no price adds nothing known.
+    other_models_cost = models.FloatField(default=0)
     # Tools (by the name the model is offered) this conversation switched off.
     disabled_tools = models.JSONField(default=list, blank=True)
     # The sidebar: pinned conversations come first; archived ones leave the main list.

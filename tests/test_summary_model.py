@@ -12,6 +12,7 @@ from asgiref.sync import sync_to_async
 from django.db import transaction
 
 from chat import compactions
+from chat.figures import dollars_spent, load_spent
 from chat.models import Conversation
 from chat.snapshot import read_snapshot
 from chat.window_loading import state_of
@@ -40,6 +41,7 @@ def two_models(settings):
     settings.CHAT_MODEL = BIG["id"]
     settings.CONTEXT_BUDGET_TOKENS = 0
     settings.SUMMARY_MODEL = ""
+    settings.MODEL_PRICES = {"big-model": (10.0, 50.0), "small-model": (1.0, 5.0)}
     return settings
 
 
@@ -98,9 +100,14 @@ async def test_the_conversations_choice_writes_the_summary_and_its_cost_counts(a
     assert row.summary_model == "small-model"
     assert [call.model for call in models["small-model"].calls] == ["small-model"]
     assert models["big-model"].calls == []
-    # Counted on the conversation as every summary is: its running totals.
+    # Counted on the conversation at the summary model's price: its own running totals are
+    # priced at its own model's, so the cheaper model's tokens are not added to them.
     conversation = await Conversation.objects.aget(pk=conversation.pk)
-    assert (conversation.input_tokens, conversation.output_tokens) == (900, 60)
+    assert conversation.input_tokens is None
+    assert conversation.other_models_cost == pytest.approx(900 * 1e-6 + 60 * 5e-6)
+    spent = await db.run(load_spent, conversation)
+    assert spent.total.dollars == pytest.approx(0.0012)
+    assert dollars_spent(conversation) == pytest.approx(0.0012)  # the admin's figure
     assert (await Compaction.objects.aget(pk=row.pk)).summary_model == "small-model"
 
 
@@ -114,10 +121,17 @@ async def test_summary_model_is_the_default_and_a_choice_wins_over_it(alice, mod
 
 
 async def test_without_a_choice_the_conversations_model_writes_it(alice, models):
-    row = await compact(await big_conversation(alice))
+    conversation = await big_conversation(alice)
+    row = await compact(conversation)
     assert row.summary_model == "big-model"
     assert [call.model for call in models["big-model"].calls] == ["big-model"]
     assert models["small-model"].calls == []
+    # Its own model's call is added to its running totals, priced at its price.
+    conversation = await Conversation.objects.aget(pk=conversation.pk)
+    assert (conversation.input_tokens, conversation.output_tokens) == (900, 60)
+    assert conversation.other_models_cost == 0
+    spent = await db.run(load_spent, conversation)
+    assert spent.total.dollars == pytest.approx(900 * 10e-6 + 60 * 50e-6)
 
 
 async def test_a_choice_no_longer_offered_gives_way_to_the_default(alice, models, settings):

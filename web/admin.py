@@ -11,16 +11,16 @@ from django.db.models import Prefetch
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
+from chat.figures import dollars_spent
 from chat.models import Conversation, Message, Pin
 from chat.transcript import current_branch
 from compaction.models import Compaction, Review
-from providers.prices import cost
 from providers.usage_columns import COLUMNS
 
 
 def _dollars(conversations) -> str:
     """What some conversations cost, each priced for its own model; "-" when none is priced."""
-    priced = [cost(c.usage, c.model) for c in conversations]
+    priced = [dollars_spent(c) for c in conversations]
     known = [d for d in priced if d is not None]
     return f"{sum(known):,.4f}" if known else "-"
 
@@ -101,7 +101,9 @@ class UserWithCost(UserAdmin):
     list_display = [*UserAdmin.list_display, "cost"]
 
     def get_queryset(self, request):
-        spent = Conversation.objects.only("owner_id", "model", *COLUMNS).order_by()
+        spent = Conversation.objects.only(
+            "owner_id", "model", "other_models_cost", *COLUMNS
+        ).order_by()
         return (
             super()
             .get_queryset(request)

@@ -12,6 +12,11 @@ class Migration(migrations.Migration):
     operations = [
         migrations.AddField(
             model_name='conversation',
+            name='other_models_cost',
+            field=models.FloatField(default=0),
+        ),
+        migrations.AddField(
+            model_name='conversation',
             name='auto_compact_at',
             field=models.FloatField(blank=True, null=True),
         ),
