@@ -28,6 +28,7 @@ dropped it. Plain functions over plain values.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -87,11 +88,20 @@ _QUOTED_LINE_RE = re.compile(r'^\s*-?\s*(?:\((?:in )?#\d+\)\s*)?["“](.*)["”�
 # What the conversation says about itself, in text the app or a model wrote: a count of its own
 # units (a window "holds 9 messages (about 1,096 tokens)") and a reference to one of its
 # messages ("message #123"). A property of the conversation, not a fact stated in it.
+# Only the window's own units: "under 2,000 words" or "280 characters" in a reply is a fact
+# of the work, not of the window.
 _MEASURE_RE = re.compile(
-    r"\b\d[\d,.]*\s+(?:messages?|tokens?|turns?|characters?|chars|words?|facts?|lines?|"
-    r"replies|summaries|compactions?)\b|\bmessages?\s+#?\d+\b",
+    r"\b\d[\d,.]*\s+(?:messages?|tokens?|turns?|facts?|replies|summaries|compactions?)\b"
+    r"|\bmessages?\s+#?\d+\b",
     re.IGNORECASE,
 )
+# A line of the brief's facts section, "- (#12) ...": a fact the person stated (the brief's
+# facts are read from the person's messages only; its noted key facts read "(in #12)").
+_PERSONS_LINE_RE = re.compile(r"^\s*- \(#\d+\) ")
+# A run of non-space characters longer than this is a blob (base64, a minified line), not a
+# fact: it is not read, so one pasted log cannot make the scan quadratic.
+LONGEST = 256
+_BLOB_RE = re.compile(rf"\S{{{LONGEST + 1},}}")
 # A sentence that opens with a greeting or thanks: the name in it is the one addressed.
 _GREETING_RE = re.compile(
     r"^(?:hi|hello|hey|dear|thanks|thank you|thank|cheers|bye|goodbye|good (?:morning|"
@@ -230,12 +240,18 @@ def tokens(text: str, *, by_person: bool = True) -> list[tuple[str, str, int, in
     the first kind's whose rule claims it (a path inside a URL is the URL's), grown to its whole
     run. Without `by_person` (a reply, a summary), what the conversation says about itself is
     left out."""
+    # A blob is blanked first (same length, so offsets hold): every rule then reads runs of
+    # at most LONGEST characters, and no regular expression backtracks over a whole blob.
+    text = _BLOB_RE.sub(lambda m: " " * len(m.group(0)), text)
     found: list[tuple[str, str, int, int]] = []
+    # Claimed stretches, sorted and apart: a match is checked against its neighbours only.
     taken = [] if by_person else [m.span() for m in _MEASURE_RE.finditer(text)]
-    cuts = [m.start() for m in _CUT_RE.finditer(text)]
+    cuts = {m.start() for m in _CUT_RE.finditer(text)}
     for kind in KINDS:
         for match in _RULES[kind].finditer(text):
             start, end = match.span()
+            if _claimed(taken, start, start + 1):
+                continue  # inside a token already found: growing it would find that token
             if kind in _RUNS:
                 start, end = _grown(text, start, end)
             if kind == "path" and not _PLACE_RE.match(text[start:end]):
@@ -247,15 +263,21 @@ def tokens(text: str, *, by_person: bool = True) -> list[tuple[str, str, int, in
                 start = text.index(" ", start) + 1  # the opening word is not the name's
                 if " " not in text[start:end]:
                     continue
-            if start >= end or any(start < b and a < end for a, b in taken):
+            if start >= end or _claimed(taken, start, end):
                 continue
-            if any(end <= cut <= end + 1 for cut in cuts):
+            if end in cuts or end + 1 in cuts:
                 continue  # cut short: the token may be a part of one
             key = _key(kind, match, text[start:end])
             if key is not None:
-                taken.append((start, end))
+                bisect.insort(taken, (start, end))
                 found.append((kind, key, start, end))
     return sorted(found, key=lambda t: t[2])
+
+
+def _claimed(taken: list[tuple[int, int]], start: int, end: int) -> bool:
+    """Whether start:end overlaps a stretch of `taken` (sorted, none overlapping another)."""
+    i = bisect.bisect_left(taken, (start, end))
+    return any(a < end and start < b for a, b in taken[max(0, i - 1) : i + 1])
 
 
 def _context(sentence: str, start: int, end: int) -> str:
@@ -317,7 +339,8 @@ def of_span(entries: Sequence[Entry], previous_summary: str | None = "") -> list
     for line in (previous_summary or "").splitlines():
         # A brief's line names the message it comes from, "(#12)": the fact keeps its place.
         cited = _SEQ_REF_RE.search(line)
-        found += of_text(line, int(cited.group(1)) if cited else 0, by_person=False)
+        person = _PERSONS_LINE_RE.match(line) is not None
+        found += of_text(line, int(cited.group(1)) if cited else 0, by_person=person)
     for entry in entries:
         if not entry.pinned:
             found += of_text(entry.text, entry.seq, by_person=entry.starts_user_turn)

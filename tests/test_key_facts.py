@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import time
 
 import pytest
 
@@ -170,3 +171,35 @@ def test_the_facts_section_stays_within_its_bound_when_there_are_too_many():
     assert len(re.findall(r"^- \(#\d+\)", section, re.MULTILINE)) <= MAX_FACTS
     assert len(brief) <= 2_000
     assert re.search(r"\(\d+ more facts (left out for length|not listed)", section)
+
+
+def test_a_measure_of_the_work_is_a_fact_and_one_of_the_window_is_not():
+    reply = "Keep the post under 2,000 words; my window holds 9 messages (about 1,096 tokens)."
+    found = key_facts.of_span([said(2, "assistant", reply)], "")
+
+    assert [f.token for f in found] == ["2,000"]
+
+
+def test_a_persons_fact_carried_by_the_brief_still_counts():
+    # The brief's facts are the person's: "280 characters" is theirs, not the window's size.
+    brief = "## Facts kept\n- (#4) tweet limit is 280 characters\n- (in #5) 9 messages so far"
+
+    found = key_facts.of_span([], brief)
+
+    assert [(f.seq, f.token) for f in found] == [(4, "280")]
+
+
+def test_the_scan_stays_linear_on_a_pasted_blob():
+    # One pasted log or base64 line must not freeze the process: a text four times as long
+    # takes about four times as long (the token scan grew quadratically with a run's length).
+    def cost(n: int) -> float:
+        blob = " ".join(["1.2.1.2" * (n // 8), "QUJD" * (n // 4)])
+        start = time.process_time()
+        for _ in range(3):
+            key_facts.of_text(blob, 1)
+        return time.process_time() - start
+
+    cost(2_000)  # warm the regular expressions
+    small, large = cost(10_000), cost(40_000)
+
+    assert large < 8 * max(small, 1e-3)
