@@ -154,7 +154,8 @@ def rule_based_summary(
     if max_chars < 1:
         raise ValueError("max_chars must be at least 1")
     steer = steering.parse(instructions or "")
-    first = _brief(entries, previous_summary, instructions, max_chars, [], steer)
+    wanted = steering.asked(steer, entries, previous_summary)
+    first = _brief(entries, previous_summary, instructions, max_chars, [], steer, wanted)
     lost = key_facts.lost(key_facts.of_span(entries, previous_summary), first)
     # One that a fact of the person's states is that fact's (kept or left out with it): noted
     # again on its own, it would count twice.
@@ -163,7 +164,7 @@ def rule_based_summary(
     noted = [f.as_fact() for f in lost if not key_facts.states(said, f)]
     if not noted:
         return first
-    return _brief(entries, previous_summary, instructions, max_chars, noted, steer)
+    return _brief(entries, previous_summary, instructions, max_chars, noted, steer, wanted)
 
 
 def _brief(
@@ -173,6 +174,7 @@ def _brief(
     max_chars: int,
     extra: list[facts.Fact],
     steer: steering.Steer,
+    wanted: Sequence[tuple[key_facts.KeyFact, str]],
 ) -> str:
     users = [e for e in entries if e.role == "user" and e.starts_user_turn and e.text.strip()]
     assistants = [e for e in entries if e.role == "assistant"]
@@ -189,7 +191,7 @@ def _brief(
     reserved = min(len(earlier) + len(EARLIER_HEADING) + 6, free // 4) if by_model else 0
     carried = _section(previous, FACTS_HEADING)
     room = Room(max_chars, (free - reserved) * _FACTS_SIXTHS // 6, claim=free)
-    first = facts_section(carried, entries, extra, steer, room)
+    first = facts_section(carried, entries, extra, steer, room, wanted)
     # What the facts the instructions ask for took beyond the facts' share is the sections' loss.
     reserved = min(reserved, max(free - len(first), 0))
     free -= len(first) + reserved
@@ -217,7 +219,15 @@ def _brief(
         parts.insert(0, f"## {EARLIER_HEADING}\n{earlier}")
     used = len(RULES_NOTE) + sum(len(p) + 2 for p in parts)
     left = max_chars - used - len(FACTS_HEADING) - 6
-    kept = facts_section(carried, entries, extra, steer, Room(max_chars, left, claim=left))
+    kept = facts_section(
+        carried,
+        entries,
+        extra,
+        steer,
+        Room(max_chars, left, claim=left),
+        wanted,
+        elsewhere="\n\n".join(parts),
+    )
     if kept:
         parts.insert(0, f"## {FACTS_HEADING}\n{kept}")
     if not entries and not previous:

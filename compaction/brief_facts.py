@@ -13,9 +13,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from compaction import facts
+from compaction import facts, key_facts
 from compaction import instructions as steering
 from compaction.entries import Entry
+from compaction.key_facts import KeyFact
 
 # The facts section's own cap, whatever the room: a brief is read at every turn.
 MAX_FACTS = 30
@@ -37,29 +38,41 @@ def facts_section(
     extra: list[facts.Fact],
     steer: steering.Steer,
     room: Room,
+    wanted: Sequence[tuple[KeyFact, str]] = (),
+    elsewhere: str = "",
 ) -> str:
     """The facts of the brief before (`carried`: its facts section) and of `entries`, merged
     with the key facts (`extra`) the rest of the brief would not state: first those the
     instructions ask for (`steer`), within `room.claim`; then the others, within what is left of
-    `room.budget` and MAX_FACTS. A line says how many were asked for and which did not fit;
-    another, only when the room ran out, which others were left out for length."""
+    `room.budget` and MAX_FACTS. A line counts the key facts asked for (`wanted`,
+    compaction/instructions.asked: the list the notice after a compaction counts too) that the
+    brief states, this section and the rest of it (`elsewhere`), and names those that did not
+    fit; another, only when the room ran out, which others were left out for length."""
     found = facts.merged([*facts.parse_lines(carried), *facts.facts_of(entries)])
     # A key fact noted is never one the brief already has in the person's words.
     stated = {fact.key for fact in found}
     known = facts.merged([*found, *(fact for fact in extra if fact.key not in stated)])
     said = {e.seq: e.text for e in entries}
-    wanted = {f: steer.wants(f.text, said.get(f.seq, "")) for f in known} if steer else {}
-    asked = [f for f in known if wanted.get(f)]
-    others = [f for f in known if not wanted.get(f)]
-    # The others' note, should any be left out, must still fit after the facts asked for.
-    claim = room.claim - (_SHORT_NOTE if others else 0)
-    kept, out = _fit(asked, claim, len(asked))
-    notes = []
-    if asked:
-        names = [(steering.SINGULAR.get(wanted[f] or "", "fact"), f.seq) for f in out]
-        notes.append(_asked_note(steer.describe(), len(kept), names, room.total))
+    claims = {f: steer.wants(f.text, said.get(f.seq, "")) for f in known} if steer else {}
+    asked = [f for f in known if claims.get(f)]
+    others = [f for f in known if not claims.get(f)]
+    asked_for = list(wanted)
+    # The notes, should they be written, must still fit after the facts asked for.
+    claim = room.claim - (_ASKED_NOTE_ROOM if asked_for else 0) - (_SHORT_NOTE if others else 0)
+    kept, _ = _fit(asked, claim, len(asked))
+
+    def asked_note(lines: list[facts.Fact]) -> list[str]:
+        if not asked_for:
+            return []
+        brief = "\n".join([elsewhere, *(f.line() for f in lines)])
+        return [_asked_note(steer.describe(), asked_for, brief, room.total)]
+
+    # The note as the facts asked for alone make it: the others can only state more of what
+    # it names, so the last note is never longer.
+    notes = asked_note(kept)
     left = room.budget - sum(len(line) + 1 for line in [*notes, *(f.line() for f in kept)])
     kept_others, out_others = _fit(others, left, max(MAX_FACTS - len(kept), 0))
+    notes = asked_note([*kept, *kept_others])
     if out_others:
         capped = len(kept) + len(kept_others) >= MAX_FACTS
         names = [(steering.SINGULAR.get(f.kind, f.kind), f.seq) for f in out_others]
@@ -74,6 +87,8 @@ def facts_section(
 # for the line that only counts them.
 _NOTE_ROOM = 150
 _SHORT_NOTE = 45
+# The line about the facts asked for: its count and what did not fit, named.
+_ASKED_NOTE_ROOM = 200
 
 
 def _fit(found: list[facts.Fact], budget: int, most: int) -> tuple[list, list]:
@@ -109,14 +124,19 @@ def _where(names: list[tuple[str, int]], room: int) -> str:
 
 
 # A note reads as one of key_facts' notes ("- (12 ...)", no parentheses within): never a fact.
-def _asked_note(what: str, kept: int, out: list[tuple[str, int]], total: int) -> str:
-    """The line that says how many facts above hold what the instructions ask for, and names
-    those that did not fit."""
-    head = f"- ({kept} facts above are the {what} asked for"
-    if not out:
-        return f"{head})"
-    head += f"; {len(out)} more did not fit in {total:,} characters: "
-    return f"{head}{_where(out, max(_NOTE_ROOM - len(head), 20))})"
+def _asked_note(what: str, wanted: list[tuple[KeyFact, str]], brief: str, total: int) -> str:
+    """The line that says how many of the key facts asked for `brief` states, and names by
+    kind and message those that did not fit."""
+    missing = key_facts.lost([fact for fact, _ in wanted], brief)
+    if not missing:
+        return f"- ({len(wanted)} {what} asked for, all stated)"
+    asked_as = {fact.key: kind for fact, kind in wanted}
+    names = [(steering.SINGULAR.get(asked_as[f.key], "fact"), f.seq) for f in missing]
+    head = (
+        f"- ({len(wanted) - len(missing)} of the {len(wanted)} {what} asked for are stated; "
+        f"{len(missing)} did not fit in {total:,} characters: "
+    )
+    return f"{head}{_where(names, max(_ASKED_NOTE_ROOM - len(head) - 1, 20))})"
 
 
 def _left_out_note(out: list[tuple[str, int]], capped: bool, room: int) -> str:

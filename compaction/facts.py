@@ -45,10 +45,11 @@ PER_FACT = 48
 # Fewer words state nothing ("Turn 101", "Why not?").
 MIN_WORDS = 3
 
-PATH_RE = re.compile(
-    r"(?:[\w.-]+/)+[\w.-]+|\b[\w-]+\.(?:py|js|ts|tsx|jsx|html|css|md|json|toml|ya?ml|txt|sql|sh|"
-    r"rs|go|java|rb|c|h|cpp|ini|cfg)\b"
-)
+# A file named without a folder is a path when it ends in one of these (patterns).
+SOURCE_EXTENSIONS = (
+    "py js ts tsx jsx html css md json toml ya?ml txt sql sh rs go java rb c h cpp ini cfg"
+).split()
+PATH_RE = re.compile(r"(?:[\w.-]+/)+[\w.-]+|\b[\w-]+\.(?:" + "|".join(SOURCE_EXTENSIONS) + r")\b")
 URL_RE = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s<>()\"'`]*[^\s<>()\"'`.,;:!?]")
 _MONTHS = (
     "january february march april may june july august september october november december"

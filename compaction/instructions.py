@@ -73,6 +73,8 @@ _PORT_RE = re.compile(
     r"|(?:\blocalhost|\b[\w-]+(?:\.[\w-]+)+|\]):(\d{2,5})\b",
     re.I,
 )
+# A name ending in a source file's extension: "views.py:42" is a line, not a port.
+_FILE_RE = re.compile(rf"\.(?:{'|'.join(facts.SOURCE_EXTENSIONS)})$", re.I)
 # A URL of any scheme (redis://, s3://, postgres://), not only the web's.
 _ANY_URL_RE = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+", re.I)
 _ERROR_RE = re.compile(r"\b(?:error|exception|traceback|failed|fails|crash\w*)\b", re.I)
@@ -95,6 +97,23 @@ class Steer:
         if self.topic:
             parts.append(f"facts about {' '.join(self.topic)}")
         return and_list(parts)
+
+    def wants_fact(self, fact: key_facts.KeyFact, context: str = "") -> str | None:
+        """The first kind named that a key fact is (judged by its token: the words around it
+        only say what it is), "topic" when it or `context` is about the topic; else None."""
+        held = kinds_in(fact.token or fact.key)
+        if held & {"number", "url"} and any(
+            fact.token.endswith(port) for port in ports_in(fact.text)
+        ):
+            held.add("port")
+        found = next((kind for kind in self.kinds if kind in held), None)
+        if (
+            found is None
+            and self.topic
+            and (about(self.topic, fact.text) or about(self.topic, context))
+        ):
+            return "topic"
+        return found
 
     def wants(self, text: str, context: str = "") -> str | None:
         """The first kind named that `text` (a fact) holds, "topic" when it or `context` (the
@@ -129,6 +148,31 @@ def _singular(word: str) -> str:
     return word[:-1] if word.endswith("s") else word
 
 
+def asked(
+    steer: Steer, entries: Sequence[Entry], previous_summary: str | None
+) -> list[tuple[key_facts.KeyFact, str]]:
+    """The key facts of what a summary replaces (`entries` after `previous_summary`) that the
+    instructions ask for, each with the kind it was asked as: the one list the brief's note
+    and the notice after a compaction both count."""
+    if not steer:
+        return []
+    said = {e.seq: e.text for e in entries}
+    found = key_facts.of_span(entries, previous_summary)
+    return [(f, kind) for f in found if (kind := steer.wants_fact(f, said.get(f.seq, "")))]
+
+
+def ports_in(text: str) -> list[str]:
+    """The ports `text` names ("port 8443", "host:6379"); a file and line ("views.py:42") is
+    not a host."""
+    found = []
+    for match in _PORT_RE.finditer(text):
+        host = match.group(0).split(":")[0]
+        if match.group(2) and _FILE_RE.search(host):
+            continue
+        found.append(match.group(1) or match.group(2))
+    return found
+
+
 def kinds_in(text: str) -> set[str]:
     """Every kind of fact `text` holds: the kinds of its key tokens and of its clause, as
     compaction/key_facts.py and compaction/facts.py find them, and ports, URLs of any scheme
@@ -138,7 +182,7 @@ def kinds_in(text: str) -> set[str]:
         held.add(kind)
     if "code" in held:
         held.add("identifier")
-    if _PORT_RE.search(text):
+    if ports_in(text):
         held.add("port")
     if _ANY_URL_RE.search(text):
         held.add("url")
@@ -189,12 +233,10 @@ def report(
     regeneration (`regenerates`: the draft it replaces) says whether the draft changed. Empty
     when there is nothing to say (no instructions, and a model that read them as words)."""
     steer = parse(instructions)
-    said = {e.seq: e.text for e in entries}
-    found = key_facts.of_span(entries, previous_summary) if steer else []
-    asked = [f for f in found if steer.wants(f.text, said.get(f.seq, ""))]
-    # Named as people read them, each once (two tokens of one clause read the same).
-    lost = list(dict.fromkeys(_named(f) for f in key_facts.lost(asked, summary)))
-    asked = list(dict.fromkeys(_named(f) for f in asked))
+    wanted = [fact for fact, _ in asked(steer, entries, previous_summary)]
+    missing = key_facts.lost(wanted, summary)
+    # Named as people read them, each once (two tokens of one clause may read the same).
+    lost = list(dict.fromkeys(_named(f) for f in missing))
     if not instructions.strip():
         got = ""
     elif not steer:
@@ -204,17 +246,18 @@ def report(
             if by_rules
             else ""
         )
-    elif not asked:
+    elif not wanted:
         got = f"The messages this summary replaces hold no {steer.describe()}."
-    elif not lost:
-        got = f"It states all {len(asked)} {steer.describe()} of the messages it replaces."
+    elif not missing:
+        got = f"It states all {len(wanted)} {steer.describe()} of the messages it replaces."
     else:
         shown = "; ".join(lost[:5]) + (f"; and {len(lost) - 5} more" if len(lost) > 5 else "")
+        stated = len(wanted) - len(missing)
         got = (
-            f"It states {len(asked) - len(lost)} of the {len(asked)} {steer.describe()} of the "
-            f"messages it replaces; not stated: {shown}."
+            f"It states {stated} of the {len(wanted)} {steer.describe()} of the messages it "
+            f"replaces; not stated: {shown}."
         )
-    if by_rules and asked:
+    if by_rules and wanted:
         got += f" The summary without a model had room for {room:,} characters."
     if regenerates is None:
         return got

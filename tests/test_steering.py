@@ -15,6 +15,7 @@ from compaction import summariser
 from compaction.brief import rule_based_summary
 from compaction.entries import Entry
 from compaction.instructions import Steer, kinds_in, parse, report
+from compaction.instructions import asked as steering_asked
 from compaction.models import Compaction
 from compaction.policy import Budget
 from providers.demo import compose
@@ -67,7 +68,7 @@ def room_for(entries: list[Entry]) -> int:
 
 
 def asked_note(summary: str) -> str:
-    found = re.search(r"^- \(\d+ facts above are the [^\n]* asked for[^\n]*\)$", summary, re.M)
+    found = re.search(r"^- \(\d+ [^\n]* asked for[^\n]*\)$", summary, re.M)
     assert found, summary
     return found.group(0)
 
@@ -99,7 +100,7 @@ def test_every_port_path_and_name_asked_for_is_kept_when_it_fits():
     assert len(summary) <= room
     missing = [x for x in PORTS + PATHS + NAMES if x not in summary]
     assert not missing, summary
-    assert "facts above are the ports, paths and names asked for)" in asked_note(summary)
+    assert "ports, paths and names asked for, all stated)" in asked_note(summary)
     # The room was enough for them: nothing asked for is said not to fit.
     assert "did not fit" not in summary
 
@@ -111,10 +112,15 @@ def test_with_a_tiny_room_the_brief_names_what_did_not_fit_and_says_it_was_for_l
 
     assert len(summary) <= 500
     note = asked_note(summary)
-    kept, out = re.search(
-        r"\((\d+) facts above .*; (\d+) more did not fit in 500 ch", note
+    stated, asked, out = re.search(
+        r"\((\d+) of the (\d+) ports, paths and names asked for are stated; (\d+) did not fit "
+        r"in 500 ch",
+        note,
     ).groups()
-    assert int(out) > 0
+    assert int(out) > 0 and int(stated) + int(out) == int(asked)
+    # The notice after the compaction counts the same facts the same way.
+    said = report(ASKED, entries, None, summary, by_rules=True, room=500)
+    assert f"It states {stated} of the {asked} ports, paths and names" in said, (said, note)
     # Every port, path and name the span states is in the brief, or its message is named as
     # holding one that did not fit.
     for seq, text in ((e.seq, e.text) for e in entries if e.role == "user"):
@@ -318,6 +324,7 @@ def test_a_port_is_one_a_text_calls_a_port_or_that_follows_a_host_not_a_time():
     assert "port" in kinds_in("broker at redis://10.4.2.17:6379/3")
     assert "port" in kinds_in("metrics on staging.internal:9100 and localhost:8080")
     assert "port" not in kinds_in("moved the standup to 09:30 on Thursdays")
+    assert "port" not in kinds_in("the fault is at views.py:42 and app.js:7")
 
 
 def test_what_the_instructions_got_is_said_in_words_a_person_reads():
@@ -334,3 +341,18 @@ def test_what_the_instructions_got_is_said_in_words_a_person_reads():
     assert rules.startswith("Your instructions name no kind of fact and no topic")
     same = report("", entries, None, model, by_rules=True, room=900, regenerates=model)
     assert same.startswith("The new draft is the same as the one before. Rules write the same")
+
+
+def test_a_fact_is_asked_for_by_its_own_token_and_counted_once():
+    entries = walk(SAID)[:-2]
+
+    asked = steering_asked(parse(ASKED), entries, None)
+
+    # The invoice's id is no name though a name sits beside it; the path beside Priya Raman is
+    # one path; every fact is listed once.
+    tokens = [fact.token for fact, _ in asked]
+    assert "INV-2026-0417" not in tokens
+    assert tokens.count("/etc/northwind/gateway.yaml") == 1
+    assert len({fact.key for fact, _ in asked}) == len(asked)
+    assert {kind for _, kind in asked} <= {"port", "path", "name"}
+    assert {t for t in tokens if t in PORTS + PATHS + NAMES} >= {*PATHS, *NAMES}

@@ -136,7 +136,8 @@ async def compact(opened: Opened) -> None:
         liveness.unwatch_compaction(row.pk)
         await asyncio.shield(outbox.send(conversation_id, Progress("")))
     if done is not None:
-        await settled(done, note=_steered(opened, done))
+        # The fact check reads the whole span: off the event loop, as the summary was written.
+        await settled(done, note=await asyncio.to_thread(_steered, opened, done))
 
 
 def _steered(opened: Opened, row: Compaction) -> str:
