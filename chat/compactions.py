@@ -211,13 +211,14 @@ def close(
         Conversation.objects.locked(opened.conversation_id)
         if not boundaries.close(row):
             return Compaction.objects.get(pk=row.pk)  # recovered as stale meanwhile
-        # The running totals are priced at the conversation's model: another model's call
-        # adds its own cost instead.
-        other = bool(model) and model != opened.conversation.model
+        # The running totals are priced at the conversation's model: a summary another model
+        # wrote adds its own cost instead (the price its divider shows: `render.tags.cost`).
+        writer = row.summary_model
+        other = bool(writer) and writer != opened.conversation.model
         Conversation.objects.add_spent(
             opened.conversation_id,
             row.usage,
-            other_model_cost=(cost(row.usage, model) or 0.0) if other else None,
+            other_model_cost=(cost(row.usage, writer) or 0.0) if other else None,
         )
         if row.status == Compaction.Status.COMMITTED:
             unpin_abandoned(opened.conversation_id, opened.state, row.first_kept_seq)
@@ -311,6 +312,10 @@ class DraftFigures:
     # The window now: a summary that would not make it smaller cannot be approved.
     window_tokens: int
 
+    @property
+    def grows(self) -> bool:
+        return self.post_tokens >= self.window_tokens
+
 
 def _figures(draft: Compaction, state: WindowState, summary: str) -> DraftFigures:
     """The figures of `draft` with `summary` in place of the one it was written with, counted
@@ -342,7 +347,7 @@ def approve(user, conversation_id, compaction_id, summary: str) -> Compaction:
     if edited:
         # What the edited summary keeps of what it replaces, counted again.
         figures = _figures(draft, state, summary)
-        if figures.post_tokens >= figures.window_tokens:
+        if figures.grows:
             raise ActionError(
                 f"With this summary the window would hold {figures.post_tokens:,} tokens, not "
                 f"fewer than the {figures.window_tokens:,} it holds now. Shorten the summary."

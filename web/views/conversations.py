@@ -238,6 +238,6 @@ def draft_figures(request: HttpRequest, conversation_id: int, compaction_id: int
         "total": figures.facts.total,
         "kept": figures.facts.kept,
         "lost": figures.facts.lost,
-        "grows": figures.post_tokens >= figures.window_tokens,
+        "grows": figures.grows,
     }
-    return render(request, "chat/conversation.html#draft-figures", context)
+    return render(request, "chat/conversation.html#draft-figures-body", context)
