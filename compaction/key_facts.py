@@ -166,9 +166,6 @@ class Tally:
     def kept(self) -> int:
         return self.total - len(self.lost)
 
-    def as_dict(self) -> dict:
-        return {"total": self.total, "kept": self.kept, "lost": list(self.lost)}
-
 
 def words(text: str) -> str:
     """`text` as keys are compared: its words in order, one space apart, lower case, without
@@ -185,11 +182,6 @@ def words(text: str) -> str:
             i += 1  # the sign is placed: it is not the next amount's
         i += 1
     return " ".join(found)
-
-
-def normalised(text: str) -> str:
-    """Text as people read a key: lower case, one space, no thousands separators."""
-    return " ".join(_THOUSANDS_RE.sub("", text).lower().split())
 
 
 def date_key(match: re.Match[str]) -> str | None:
@@ -225,12 +217,15 @@ def _key(kind: str, match: re.Match[str], token: str) -> str | None:
     if kind == "date":
         return date_key(match)
     if kind == "quote":
-        quoted = next(v for v in match.groups() if v)
-        if quoted.rstrip()[-1:] in ".!?…":
+        token = next(v for v in match.groups() if v)
+        if token.rstrip()[-1:] in ".!?…":
             return None  # a sentence quoted: a message, read by the other rules
-        token = quoted
     elif kind == "identifier" and match.group("code"):
         token = match.group("code")
+    if kind == "quote" or (kind == "identifier" and match.group("code")):
+        inner = tokens(token)
+        if len(inner) == 1:
+            return inner[0][1]  # one token quoted ("`100 ms`") is that token, not another fact
     key = words(token)
     return key if len(key) >= 2 else None
 

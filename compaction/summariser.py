@@ -101,7 +101,9 @@ async def summarise(
     found = key_facts.of_span(ask.entries, ask.previous_summary)
     if not key_facts.lost(found, result.summary):
         return result
-    return await revised(client, ask.model, result, found, ask.max_tokens)
+    # Within the summary model's share of its window, as the first request was.
+    max_tokens = chunks.reply_tokens(ask.budget, ask.max_tokens)
+    return await revised(client, ask.model, result, found, max_tokens)
 
 
 async def revised(

@@ -99,16 +99,38 @@ def test_a_date_is_kept_in_any_of_its_forms(day, month, year, form):
     assert key_facts.states(summary, fact)
 
 
+# How another message may write the same token whole: its case, quotes, backticks, emphasis,
+# a Markdown escape.
+AGAIN = [
+    str.upper,
+    str.lower,
+    lambda t: f"`{t}`",
+    lambda t: f"“{t}”",
+    lambda t: f"**{t}**",
+    lambda t: t.replace("_", "\\_"),
+]
+
+
 @FAST
-@given(st.lists(st.tuples(TOKENS, LABELS, st.sampled_from(["user", "assistant"])), max_size=8))
-def test_a_fact_is_recorded_once(said):
-    # Each statement made twice, by either role: one fact each, one line each when lost.
-    entries = []
-    for seq, (token, label, role) in enumerate(said + said, start=1):
-        entries.append(Entry(seq, role, [{"type": "text", "text": sentence_with(token, label)}]))
-    found = key_facts.of_span(entries, "")
+@given(
+    st.lists(st.tuples(TOKENS, LABELS, st.sampled_from(["user", "assistant"])), max_size=8),
+    st.data(),
+)
+def test_a_fact_is_recorded_once(said, data):
+    # Each statement made again in another form, by either role: no fact more, one line each
+    # when lost.
+    def entries_of(statements):
+        return [
+            Entry(seq, role, [{"type": "text", "text": sentence_with(token, label)}])
+            for seq, (token, label, role) in enumerate(statements, start=1)
+        ]
+
+    again = [(data.draw(st.sampled_from(AGAIN))(t), label, role) for t, label, role in said]
+    once = {f.key for f in key_facts.of_span(entries_of(said), "")}
+    found = key_facts.of_span(entries_of(said + again), "")
     assert len({f.key for f in found}) == len(found)
-    lost = key_facts.tally(entries, None, "Nothing kept.").lost
+    assert {f.key for f in found} == once
+    lost = key_facts.tally(entries_of(said + again), None, "Nothing kept.").lost
     assert len(set(lost)) == len(lost)
 
 
