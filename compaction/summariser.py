@@ -102,7 +102,9 @@ async def summarise(
     if not key_facts.lost(found, result.summary):
         return result
     # Within the summary model's share of its window, as the first request was.
-    max_tokens = chunks.reply_tokens(ask.budget, ask.max_tokens)
+    max_tokens = (
+        ask.max_tokens if ask.budget is None else chunks.reply_tokens(ask.budget, ask.max_tokens)
+    )
     return await revised(client, ask.model, result, found, max_tokens)
 
 
