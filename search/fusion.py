@@ -46,8 +46,9 @@ def min_max[K: Hashable](scores: Mapping[K, float]) -> dict[K, float]:
 
 
 def sureness(scores: Sequence[float], depth: int = DEPTH) -> float:
-    """How sure one side's ranking is of its best, on the scale `fuse` puts it on (min-max over
-    its candidates): how far below the best its `depth`-th falls. 1: the best stands alone
+    """How sure one side's ranking is of its best, min-max over `scores` (its own candidates:
+    the lexical hits; by meaning, the scope's nearest, which need not be the set `fuse` rescales
+    that side over): how far below the best its `depth`-th falls. 1: the best stands alone
     (the rest are as bad as the worst candidate); 0: the first `depth` are as good as each
     other, and the ranking cannot tell which of them is meant. One candidate alone (the one
     message holding an identifier) is as sure as a ranking can be."""
