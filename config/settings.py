@@ -363,6 +363,26 @@ IMPORT_MAX_BYTES = env_int("IMPORT_MAX_BYTES", 50_000_000)
 IMPORT_MAX_CONVERSATIONS = env_int("IMPORT_MAX_CONVERSATIONS", 1000)
 # Django keeps uploads above this on disk rather than in memory.
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5_000_000
+# Files given to the model (chat/attachments.py, docs/files.md): checked by their content, kept
+# through Django's storage API under the "attachments" alias, on the file system in
+# ATTACHMENTS_ROOT (outside the static root: nothing there is served but by its owner's
+# request). Each limit's refusal names it.
+ATTACHMENTS_ROOT = env_str("ATTACHMENTS_ROOT", str(BASE_DIR / "attachments"))
+ATTACHMENT_MAX_BYTES = env_int("ATTACHMENT_MAX_BYTES", 25_000_000)  # one file, as uploaded
+ATTACHMENTS_PER_MESSAGE = env_int("ATTACHMENTS_PER_MESSAGE", 10)  # uploads waiting to be sent
+ATTACHMENT_STORAGE_PER_USER = env_int("ATTACHMENT_STORAGE_PER_USER", 500_000_000)  # bytes kept
+ATTACHMENT_MAX_PDF_PAGES = env_int("ATTACHMENT_MAX_PDF_PAGES", 100)  # the API reads 100 at most
+# An upload never sent is swept after this long.
+ATTACHMENT_UNSENT_SECONDS = env_int("ATTACHMENT_UNSENT_SECONDS", 86_400)
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    "attachments": {
+        "BACKEND": "django.core.files.storage.FileSystemStorage",
+        # No base_url: a stored file has no public address, only GET /attachments/<id>/.
+        "OPTIONS": {"location": ATTACHMENTS_ROOT, "file_permissions_mode": 0o600},
+    },
+}
 DEFAULT_SYSTEM_PROMPT = env_str("DEFAULT_SYSTEM_PROMPT", "You are a helpful assistant.")
 # How many messages the chat page renders at first; older ones load on demand.
 PAGE_MESSAGES = env_int("PAGE_MESSAGES", 60)
