@@ -342,7 +342,8 @@ class MessageVector(models.Model):
 
 def attachment_storage():
     """Where uploads are kept: the "attachments" storage of settings.STORAGES (the file system
-    by default), looked up when used, so a deployment changes it by settings alone."""
+    by default, an S3-compatible bucket when configured), looked up as the models load, so a
+    deployment chooses it by settings alone."""
     return storages["attachments"]
 
 

@@ -383,6 +383,26 @@ STORAGES = {
         "OPTIONS": {"location": ATTACHMENTS_ROOT, "file_permissions_mode": 0o600},
     },
 }
+# Several machines share one S3-compatible bucket instead (django-storages, the "s3" extra):
+# its name, and the endpoint of a service other than AWS (MinIO, Ceph, R2). Credentials come from
+# these or from boto3's own chain (AWS_ACCESS_KEY_ID, an instance role). Objects stay private: a
+# file is served through GET /attachments/<id>/ only, never by a bucket address.
+ATTACHMENTS_S3_BUCKET = env_str("ATTACHMENTS_S3_BUCKET").strip()
+if ATTACHMENTS_S3_BUCKET:
+    STORAGES["attachments"] = {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {
+            "bucket_name": ATTACHMENTS_S3_BUCKET,
+            "location": env_str("ATTACHMENTS_S3_PREFIX", "attachments").strip("/"),
+            "endpoint_url": env_str("ATTACHMENTS_S3_ENDPOINT_URL").strip() or None,
+            "region_name": env_str("ATTACHMENTS_S3_REGION").strip() or None,
+            "access_key": env_str("ATTACHMENTS_S3_ACCESS_KEY_ID") or None,
+            "secret_key": env_str("ATTACHMENTS_S3_SECRET_ACCESS_KEY") or None,
+            "default_acl": "private",
+            "file_overwrite": False,
+            "querystring_auth": True,
+        },
+    }
 DEFAULT_SYSTEM_PROMPT = env_str("DEFAULT_SYSTEM_PROMPT", "You are a helpful assistant.")
 # How many messages the chat page renders at first; older ones load on demand.
 PAGE_MESSAGES = env_int("PAGE_MESSAGES", 60)
