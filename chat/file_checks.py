@@ -108,7 +108,6 @@ def _image(data: bytes, name: str, kind: str) -> Checked:
             with Image.open(io.BytesIO(data), formats=[kind]) as probe:
                 probe.verify()  # the structure and checksums, without decoding the pixels
             with Image.open(io.BytesIO(data), formats=[kind]) as image:
-                image.load()
                 kept = _stripped_and_scaled(image)
         except (Image.DecompressionBombError, Image.DecompressionBombWarning):
             raise Refused(
@@ -132,22 +131,28 @@ def _image(data: bytes, name: str, kind: str) -> Checked:
 def _stripped_and_scaled(image: Image.Image) -> Image.Image:
     """The pixels alone, in a new image (nothing of the file's metadata comes along: no EXIF,
     GPS, comments or colour profile chunks), turned upright as its EXIF said and scaled so the
-    long edge is at most LONG_EDGE."""
-    upright = ImageOps.exif_transpose(image) or image
-    mode = upright.mode
+    long edge is at most LONG_EDGE. Scaled first, so every copy after is of the small image."""
+    if image.format == "JPEG" and max(image.size) > LONG_EDGE:
+        # Decoded at the smallest of 1/2, 1/4 or 1/8 that is still at least the size kept: a
+        # 27-megapixel photo never takes its full size in memory.
+        ratio = LONG_EDGE / max(image.size)
+        image.draft(image.mode, (math.ceil(image.width * ratio), math.ceil(image.height * ratio)))
+    image.load()
+    ImageOps.exif_transpose(image, in_place=True)
+    if max(image.size) > LONG_EDGE:
+        image.thumbnail((LONG_EDGE, LONG_EDGE), Image.Resampling.LANCZOS)
+    mode = image.mode
     if mode not in ("RGB", "RGBA", "L", "LA", "P"):
-        mode = "RGBA" if "A" in mode or "transparency" in upright.info else "RGB"
-    pixels = upright.convert(mode)
+        mode = "RGBA" if "A" in mode or "transparency" in image.info else "RGB"
+    if image.format == "JPEG" and mode not in ("RGB", "L"):
+        mode = "RGB"
+    pixels = image.convert(mode) if mode != image.mode else image
     clean = Image.new(pixels.mode, pixels.size)
     clean.paste(pixels)
     if pixels.mode == "P":
         clean.putpalette(pixels.getpalette())
         if "transparency" in pixels.info:
             clean.info["transparency"] = pixels.info["transparency"]
-    if image.format == "JPEG" and clean.mode not in ("RGB", "L"):
-        clean = clean.convert("RGB")
-    if max(clean.size) > LONG_EDGE:
-        clean.thumbnail((LONG_EDGE, LONG_EDGE), Image.Resampling.LANCZOS)
     return clean
 
 

@@ -59,6 +59,13 @@ def test_a_photo_loses_its_exif_and_gps_and_is_scaled_to_the_long_edge(upload):
     assert answer.json()["tokens"] == 1600
 
 
+def test_a_photo_taken_sideways_is_kept_upright(upload):
+    exif = Image.Exif()
+    exif[0x0112] = 6  # Orientation: the camera was turned; show it rotated 90 degrees
+    answer = upload("sideways.jpg", sample_files.image("JPEG", (300, 200), exif=exif))
+    assert stored_image(answer).size == (200, 300)
+
+
 @pytest.mark.parametrize("kind", ["PNG", "JPEG", "GIF", "WEBP"])
 def test_each_image_kind_is_kept_as_what_its_content_is(upload, kind):
     answer = upload("picture.pdf", sample_files.image(kind, (300, 200)))  # the name says PDF
