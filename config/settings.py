@@ -372,6 +372,9 @@ ATTACHMENT_MAX_BYTES = env_int("ATTACHMENT_MAX_BYTES", 25_000_000)  # one file, 
 ATTACHMENTS_PER_MESSAGE = env_int("ATTACHMENTS_PER_MESSAGE", 10)  # uploads waiting to be sent
 ATTACHMENT_STORAGE_PER_USER = env_int("ATTACHMENT_STORAGE_PER_USER", 500_000_000)  # bytes kept
 ATTACHMENT_MAX_PDF_PAGES = env_int("ATTACHMENT_MAX_PDF_PAGES", 100)  # the API reads 100 at most
+# An image's pixels, as its header claims them (never above Pillow's decompression-bomb limit):
+# most are decoded whole, 4 bytes a pixel, before they are scaled.
+ATTACHMENT_MAX_IMAGE_PIXELS = env_int("ATTACHMENT_MAX_IMAGE_PIXELS", 50_000_000)
 # An upload never sent is swept after this long.
 ATTACHMENT_UNSENT_SECONDS = env_int("ATTACHMENT_UNSENT_SECONDS", 86_400)
 STORAGES = {

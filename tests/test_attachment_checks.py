@@ -96,6 +96,16 @@ def test_a_pdf_past_the_page_limit_is_refused_naming_it(upload, settings):
     assert stored_files() == []
 
 
+def test_an_image_past_the_pixel_limit_is_refused_from_its_header(upload, settings):
+    # 56 megapixels: under Pillow's own bomb limit (89), over the setting's default (50).
+    answer = upload("huge.png", sample_files.png_claiming(8000, 7000))
+    assert answer.status_code == 400
+    assert "the limit is 50,000,000 (ATTACHMENT_MAX_IMAGE_PIXELS)" in answer.json()["error"]
+    settings.ATTACHMENT_MAX_IMAGE_PIXELS = 1000
+    assert upload("small.webp", sample_files.image("WEBP", (40, 30))).status_code == 400
+    assert stored_files() == []
+
+
 MALFORMED = {
     "truncated PNG": ("shot.png", sample_files.image("PNG")[:300], "damaged"),
     "truncated JPEG": ("shot.jpg", sample_files.image("JPEG")[:400], "damaged"),
