@@ -1,5 +1,5 @@
 from django.apps import AppConfig
-from django.db.models.signals import post_migrate
+from django.db.models.signals import post_delete, post_migrate
 
 
 class ChatConfig(AppConfig):
@@ -7,7 +7,13 @@ class ChatConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from chat import attachments
+        from chat.models import Attachment
+
         post_migrate.connect(_ensure_search_index, sender=self)
+        # However a file's row goes (the sweep, its conversation's or owner's cascade), its
+        # stored file goes with it.
+        post_delete.connect(attachments.forget, sender=Attachment)
 
 
 def _ensure_search_index(sender, using: str = "default", **kwargs) -> None:

@@ -11,9 +11,11 @@ elsewhere.
 
 from __future__ import annotations
 
+import uuid
 from datetime import datetime, timedelta
 
 from django.conf import settings
+from django.core.files.storage import storages
 from django.db import models
 from django.db.models import F
 from django.db.models.functions import Coalesce
@@ -336,3 +338,50 @@ class MessageVector(models.Model):
 
     def __str__(self) -> str:
         return f"{self.model} vector of message {self.message_id}"
+
+
+def attachment_storage():
+    """Where uploads are kept: the "attachments" storage of settings.STORAGES (the file system
+    by default, an S3-compatible bucket when configured), looked up as the models load, so a
+    deployment chooses it by settings alone."""
+    return storages["attachments"]
+
+
+def attachment_path(attachment: Attachment, filename: str) -> str:
+    """A stored file's name: its owner's folder and a random name, never the uploaded one (which
+    is only shown, and sent in Content-Disposition)."""
+    return f"{attachment.owner_id}/{uuid.uuid4().hex}"
+
+
+class Attachment(models.Model):
+    """A file given to the model (chat/attachments.py): checked by its content, stored as it
+    will be sent (an image re-encoded and scaled), with the tokens it is estimated to cost."""
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="attachments"
+    )
+    conversation = models.ForeignKey(
+        Conversation, on_delete=models.CASCADE, related_name="attachments"
+    )
+    name = models.CharField(max_length=200)  # as uploaded, cleaned: shown, never a path
+    media_type = models.CharField(max_length=50)  # what the content is, not what the name says
+    bytes = models.PositiveBigIntegerField()  # as stored: counted against the owner's storage
+    tokens = models.PositiveIntegerField()  # estimated (chat/attachments.py says how)
+    file = models.FileField(storage=attachment_storage, upload_to=attachment_path, max_length=200)
+    created_at = models.DateTimeField(auto_now_add=True)
+    # Null until the message that carries it is sent; unsent uploads are swept after a day.
+    message = models.ForeignKey(
+        Message, null=True, blank=True, on_delete=models.CASCADE, related_name="attachments"
+    )
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["owner"]),
+            # The sweep's: uploads never sent, oldest first.
+            models.Index(
+                fields=["created_at"], condition=models.Q(message__isnull=True), name="unsent"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.media_type}, {self.bytes:,} bytes)"

@@ -363,6 +363,49 @@ IMPORT_MAX_BYTES = env_int("IMPORT_MAX_BYTES", 50_000_000)
 IMPORT_MAX_CONVERSATIONS = env_int("IMPORT_MAX_CONVERSATIONS", 1000)
 # Django keeps uploads above this on disk rather than in memory.
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5_000_000
+# Files given to the model (chat/attachments.py, docs/files.md): checked by their content, kept
+# through Django's storage API under the "attachments" alias, on the file system in
+# ATTACHMENTS_ROOT (outside the static root: nothing there is served but by its owner's
+# request). Each limit's refusal names it.
+ATTACHMENTS_ROOT = env_str("ATTACHMENTS_ROOT", str(BASE_DIR / "attachments"))
+ATTACHMENT_MAX_BYTES = env_int("ATTACHMENT_MAX_BYTES", 25_000_000)  # one file, as uploaded
+ATTACHMENTS_PER_MESSAGE = env_int("ATTACHMENTS_PER_MESSAGE", 10)  # uploads waiting to be sent
+ATTACHMENT_STORAGE_PER_USER = env_int("ATTACHMENT_STORAGE_PER_USER", 500_000_000)  # bytes kept
+ATTACHMENT_MAX_PDF_PAGES = env_int("ATTACHMENT_MAX_PDF_PAGES", 100)  # the API reads 100 at most
+# An image's pixels, as its header claims them (never above Pillow's decompression-bomb limit):
+# most are decoded whole, 4 bytes a pixel, before they are scaled.
+ATTACHMENT_MAX_IMAGE_PIXELS = env_int("ATTACHMENT_MAX_IMAGE_PIXELS", 50_000_000)
+# An upload never sent is swept after this long.
+ATTACHMENT_UNSENT_SECONDS = env_int("ATTACHMENT_UNSENT_SECONDS", 86_400)
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    "attachments": {
+        "BACKEND": "django.core.files.storage.FileSystemStorage",
+        # No base_url: a stored file has no public address, only GET /attachments/<id>/.
+        "OPTIONS": {"location": ATTACHMENTS_ROOT, "file_permissions_mode": 0o600},
+    },
+}
+# Several machines share one S3-compatible bucket instead (django-storages, the "s3" extra):
+# its name, and the endpoint of a service other than AWS (MinIO, Ceph, R2). Credentials come from
+# these or from boto3's own chain (AWS_ACCESS_KEY_ID, an instance role). Objects stay private: a
+# file is served through GET /attachments/<id>/ only, never by a bucket address.
+ATTACHMENTS_S3_BUCKET = env_str("ATTACHMENTS_S3_BUCKET").strip()
+if ATTACHMENTS_S3_BUCKET:
+    STORAGES["attachments"] = {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {
+            "bucket_name": ATTACHMENTS_S3_BUCKET,
+            "location": env_str("ATTACHMENTS_S3_PREFIX", "attachments").strip("/"),
+            "endpoint_url": env_str("ATTACHMENTS_S3_ENDPOINT_URL").strip() or None,
+            "region_name": env_str("ATTACHMENTS_S3_REGION").strip() or None,
+            "access_key": env_str("ATTACHMENTS_S3_ACCESS_KEY_ID") or None,
+            "secret_key": env_str("ATTACHMENTS_S3_SECRET_ACCESS_KEY") or None,
+            "default_acl": "private",
+            "file_overwrite": False,
+            "querystring_auth": True,
+        },
+    }
 DEFAULT_SYSTEM_PROMPT = env_str("DEFAULT_SYSTEM_PROMPT", "You are a helpful assistant.")
 # How many messages the chat page renders at first; older ones load on demand.
 PAGE_MESSAGES = env_int("PAGE_MESSAGES", 60)

@@ -7,7 +7,7 @@ from pathlib import Path
 os.environ.setdefault("DJANGO_SECRET_KEY", "test-only-secret-key-not-for-production")
 
 from .settings import *  # noqa: E402,F403
-from .settings import DATABASES  # noqa: E402
+from .settings import DATABASES, STORAGES  # noqa: E402
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 # Tests send, compact and sign in far faster than people: the limits' own tests lower these.
@@ -28,3 +28,6 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["TEST"] = {
         "NAME": str(Path(tempfile.gettempdir()) / f"chat-test-{os.getpid()}.sqlite3")
     }
+# Uploads go to a folder of this test process's own (tests/test_attachments*.py count its files).
+ATTACHMENTS_ROOT = str(Path(tempfile.gettempdir()) / f"chat-test-attachments-{os.getpid()}")
+STORAGES["attachments"]["OPTIONS"]["location"] = ATTACHMENTS_ROOT

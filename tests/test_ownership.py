@@ -30,6 +30,7 @@ def message(conversation):
         ("post", "/conversations/{id}/rename/"),
         ("post", "/conversations/{id}/settings/"),
         ("post", "/conversations/{id}/delete/"),
+        ("post", "/conversations/{id}/attachments/"),
     ],
 )
 def test_bob_gets_a_404_for_alices_conversation(client, bob, conversation, message, method, path):

@@ -20,7 +20,7 @@ import logging
 
 from django.conf import settings
 
-from chat import limits, vectors
+from chat import attachments, limits, vectors
 from chat.compactions import Opened
 from chat.events import ReplyStarted
 from chat.models import stale_before
@@ -175,8 +175,8 @@ async def check_layer() -> None:
 
 
 async def sweep() -> None:
-    """Close what dead processes left running, start queues nobody is running, and forget the
-    limits' windows that have ended."""
+    """Close what dead processes left running, start queues nobody is running, forget the
+    limits' windows that have ended, and delete the files nobody will send or see again."""
     cutoff = stale_before()
     replies = await db.run(recovery.close_stale, cutoff)
     await show_recovered(replies)
@@ -187,6 +187,7 @@ async def sweep() -> None:
         if not liveness.driving(conversation_id):
             kick(conversation_id)
     await db.run(limits.sweep)
+    await db.run(attachments.sweep)
 
 
 async def shutdown() -> None:

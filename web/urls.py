@@ -1,6 +1,6 @@
 from django.urls import path
 
-from web.views import accounts, conversations, import_export, search, sidebar
+from web.views import accounts, attachments, conversations, import_export, search, sidebar
 
 # One conversation's pages and endpoints live under its URL.
 ONE = "conversations/<int:conversation_id>/"
@@ -33,6 +33,8 @@ urlpatterns = [
         conversations.draft_figures,
         name="draft-figures",
     ),
+    path(ONE + "attachments/", attachments.attachment_upload, name="attachment-upload"),
+    path("attachments/<int:attachment_id>/", attachments.attachment_file, name="attachment"),
     path("messages/<int:message_id>/pin/", conversations.message_pin, name="message-pin"),
     # The sidebar: its list and next pages, and what its rows' menus do.
     path("sidebar/", sidebar.sidebar_list, name="sidebar"),

@@ -1,0 +1,219 @@
+"""Files given to the model: uploaded into a conversation, checked by their content
+(chat/file_checks.py), kept through Django's storage API (the "attachments" storage of
+settings.STORAGES), read back by their owner only, and swept: an upload never sent after
+ATTACHMENT_UNSENT_SECONDS, a deleted conversation's files once its undo window has passed.
+
+The limits are settings, and each refusal names its own: the size of one file
+(ATTACHMENT_MAX_BYTES, refused before the file is read), the uploads waiting to go with the next
+message (ATTACHMENTS_PER_MESSAGE) and the bytes one person keeps (ATTACHMENT_STORAGE_PER_USER).
+The last two are decided under the owner's lock, in the transaction that adds the row: the sum of
+the rows is the count (no counter to drift), and two uploads at once, in any processes, cannot
+both take the last room. A refused upload leaves nothing behind: no row, no file.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import unicodedata
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.files.base import ContentFile
+from django.db import transaction
+from django.db.models import Sum
+from django.utils import timezone
+
+from chat.file_checks import PDF, TEXT, Checked, Refused, check
+from chat.models import Attachment, Conversation, attachment_storage
+from core.clean import number
+from core.errors import ActionError
+
+log = logging.getLogger(__name__)
+
+NO_SUCH_FILE = "That file does not exist."
+NAME_CHARS = Attachment._meta.get_field("name").max_length
+# A multipart body carries its file and a few hundred bytes of framing: a body longer than the
+# file limit and this is refused before it is read.
+MULTIPART_FRAMING = 64 * 1024
+# What one sweep removes at most: a backlog goes over several rounds, none of them long.
+SWEEP_BATCH = 500
+# The media types a stored file is served as (no other ever is: text is never served as HTML).
+SERVED_AS = {
+    "image/png": "image/png",
+    "image/jpeg": "image/jpeg",
+    "image/gif": "image/gif",
+    "image/webp": "image/webp",
+    PDF: PDF,
+    TEXT: "text/plain; charset=utf-8",
+}
+
+
+class TooLarge(Refused):
+    """One file over ATTACHMENT_MAX_BYTES (a 413, where other refusals are 400s)."""
+
+
+def upload(user, conversation_id, upload) -> Attachment:
+    """Check `upload` (a Django UploadedFile, or None when the form had none) and keep it for
+    the user's conversation; Refused (TooLarge) with the reason, and nothing kept, if not."""
+    conversation = Conversation.objects.owned(user, conversation_id)
+    if upload is None:
+        raise Refused("Choose a file to attach (the form's field is named “file”).")
+    name = clean_name(upload.name or "")
+    _check_size(upload.size, name)
+    data = upload.read(settings.ATTACHMENT_MAX_BYTES + 1)
+    _check_size(len(data), name)
+    return _store(user, conversation, name, check(data, name))
+
+
+def refuse_body(content_length) -> None:
+    """TooLarge if a request's body (its Content-Length) cannot hold a file within the limit:
+    said before the body is read, so a huge one is never written to disk."""
+    length = number(content_length)
+    if length is not None and length > settings.ATTACHMENT_MAX_BYTES + MULTIPART_FRAMING:
+        raise TooLarge(_too_large(length, "This upload"))
+
+
+def _check_size(size: int, name: str) -> None:
+    if size > settings.ATTACHMENT_MAX_BYTES:
+        raise TooLarge(_too_large(size, f"“{name}”"))
+
+
+def _too_large(size: int, what: str) -> str:
+    return (
+        f"{what} is {_megabytes(size)}: the limit is {_megabytes(settings.ATTACHMENT_MAX_BYTES)} "
+        "a file (ATTACHMENT_MAX_BYTES)."
+    )
+
+
+def _megabytes(size: int) -> str:
+    return f"{size / 1_000_000:,.1f} MB"
+
+
+def clean_name(name: str) -> str:
+    """The uploaded name as shown: its last path part, on one line, without control or format
+    characters (a right-to-left override would disguise its extension), at most NAME_CHARS
+    long (the end, with its extension, kept)."""
+    name = re.split(r"[/\\]", name)[-1]
+    name = "".join(c for c in name if unicodedata.category(c)[0] != "C")
+    name = " ".join(name.split()).strip(". ")
+    if len(name) > NAME_CHARS:
+        name = name[: NAME_CHARS // 2 - 1] + "…" + name[-(NAME_CHARS // 2) :]
+    return name or "file"
+
+
+def _store(user, conversation: Conversation, name: str, checked: Checked) -> Attachment:
+    kept = None
+    try:
+        with transaction.atomic():
+            # The owner's row locked (SQLite's transactions take the write lock at their start
+            # anyway): their uploads are decided one at a time, the sum below is the truth.
+            get_user_model().objects.select_for_update().filter(pk=user.pk).first()
+            _check_room(user, conversation, len(checked.data), name)
+            attachment = Attachment(
+                owner=user,
+                conversation=conversation,
+                name=name,
+                media_type=checked.media_type,
+                bytes=len(checked.data),
+                tokens=checked.tokens,
+            )
+            # Stored under a random name (chat.models.attachment_path), never the uploaded one.
+            attachment.file.save(name, ContentFile(checked.data), save=False)
+            kept = attachment.file.name
+            attachment.save()
+    except BaseException:
+        if kept is not None:  # written, but the row was not: the file goes too
+            attachment_storage().delete(kept)
+        raise
+    return attachment
+
+
+def _check_room(user, conversation: Conversation, size: int, name: str) -> None:
+    waiting = Attachment.objects.filter(conversation=conversation, message__isnull=True).count()
+    allowed = settings.ATTACHMENTS_PER_MESSAGE
+    if waiting >= allowed:
+        raise Refused(
+            f"This message already has {waiting} files: the limit is {allowed} files a message "
+            "(ATTACHMENTS_PER_MESSAGE). Send it, then attach more."
+        )
+    used = Attachment.objects.filter(owner=user).aggregate(used=Sum("bytes"))["used"] or 0
+    room = settings.ATTACHMENT_STORAGE_PER_USER
+    if used + size > room:
+        raise Refused(
+            f"“{name}” ({_megabytes(size)}) does not fit: your files take {_megabytes(used)} of "
+            f"the {_megabytes(room)} each person may keep (ATTACHMENT_STORAGE_PER_USER). "
+            "Delete conversations with files you no longer need."
+        )
+
+
+def described(attachment: Attachment) -> dict:
+    """What the upload endpoint answers (docs/files.md's contract)."""
+    return {
+        "id": attachment.pk,
+        "name": attachment.name,
+        "media_type": attachment.media_type,
+        "bytes": attachment.bytes,
+        "tokens": attachment.tokens,
+    }
+
+
+def owned(user, attachment_id) -> Attachment:
+    """The user's file numbered `attachment_id`, in a conversation of theirs not deleted;
+    ActionError if there is none (another user's, a deleted conversation's and a malformed id
+    all read the same)."""
+    pk = number(attachment_id)
+    found = (
+        Attachment.objects.filter(
+            pk=pk, owner=user, conversation__in=Conversation.objects.owned_by(user)
+        ).first()
+        if pk is not None and user.is_authenticated
+        else None
+    )
+    if found is None:
+        raise ActionError(NO_SUCH_FILE)
+    return found
+
+
+def served_type(attachment: Attachment) -> str:
+    """The Content-Type it is served with: its own, from a closed list; never HTML."""
+    return SERVED_AS.get(attachment.media_type, "application/octet-stream")
+
+
+def sweep(*, now: datetime | None = None) -> int:
+    """Delete uploads never sent after ATTACHMENT_UNSENT_SECONDS, and the files of
+    conversations deleted longer ago than their undo window (UNDO_DELETE_SECONDS); how many
+    went. A conversation an import is still staging (hidden as deleted) keeps its own."""
+    now = now or timezone.now()
+    unsent = Attachment.objects.filter(
+        message__isnull=True,
+        created_at__lt=now - timedelta(seconds=settings.ATTACHMENT_UNSENT_SECONDS),
+    )
+    gone = Attachment.objects.filter(
+        conversation__deleted_at__lt=now - timedelta(seconds=settings.UNDO_DELETE_SECONDS),
+        conversation__importing__isnull=True,
+    )
+    # Two queries, not one with OR: each reads its own index (the unsent rows' partial one).
+    pks = set(unsent.values_list("pk", flat=True)[:SWEEP_BATCH])
+    pks |= set(gone.values_list("pk", flat=True)[:SWEEP_BATCH])
+    if pks:
+        Attachment.objects.filter(pk__in=pks).delete()  # their files go on commit (`forget`)
+    return len(pks)
+
+
+def forget(sender, instance: Attachment, **kwargs) -> None:
+    """A row deleted, by the sweep or a cascade (its conversation's, its owner's): its file
+    goes once the deletion commits (a rolled back one keeps it). Connected in chat/apps.py."""
+    name = instance.file.name
+    if name:
+        transaction.on_commit(lambda: _delete_file(name))
+
+
+def _delete_file(name: str) -> None:
+    try:
+        attachment_storage().delete(name)
+    except Exception:
+        # A storage down (a bucket unreachable) leaves the file: said, not raised into the
+        # sweep, whose other work goes on.
+        log.exception("could not delete the stored file %s", name)

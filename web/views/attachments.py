@@ -1,0 +1,45 @@
+"""Files given to the model: the upload endpoint and the file served to its owner
+(chat/attachments.py decides; docs/files.md is the contract)."""
+
+from __future__ import annotations
+
+from django.contrib.auth.decorators import login_required
+from django.http import FileResponse, Http404, HttpRequest, JsonResponse
+from django.views.decorators.http import require_GET, require_POST
+
+from chat import attachments
+from core.errors import ActionError
+from web.views.owned import owned_or_404
+
+
+@login_required
+@require_POST
+def attachment_upload(request: HttpRequest, conversation_id: int) -> JsonResponse:
+    """201 with the file's id, name, media type, bytes and tokens; a refusal is a 400 (a 413
+    for a file too large) with the reason, and nothing kept."""
+    conversation = owned_or_404(request, conversation_id)
+    try:
+        attachments.refuse_body(request.META.get("CONTENT_LENGTH"))
+        kept = attachments.upload(request.user, conversation.pk, request.FILES.get("file"))
+    except ActionError as exc:
+        status = 413 if isinstance(exc, attachments.TooLarge) else 400
+        return JsonResponse({"error": exc.reason}, status=status)
+    return JsonResponse(attachments.described(kept), status=201)
+
+
+@login_required
+@require_GET
+def attachment_file(request: HttpRequest, attachment_id: int) -> FileResponse:
+    """The file, to its owner only (anyone else: 404), as its own type, never as a page."""
+    try:
+        attachment = attachments.owned(request.user, attachment_id)
+    except ActionError as exc:
+        raise Http404(exc.reason) from None
+    response = FileResponse(
+        attachment.file.open("rb"),
+        content_type=attachments.served_type(attachment),
+        filename=attachment.name,  # Content-Disposition: inline, the name encoded safely
+    )
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Cache-Control"] = "private, max-age=3600"
+    return response
