@@ -255,6 +255,16 @@ def wait_socket(page) -> None:
     )
 
 
+def review_mode(page) -> None:
+    """Turn on the open conversation's "Ask me before compacting" from its menu, and wait for
+    the page it reloads to have its socket again."""
+    page.locator("details.conversation-menu > summary").click()
+    page.check("input[name=review_compactions]")
+    page.get_by_role("button", name="Save settings").click()
+    page.wait_for_load_state()
+    wait_socket(page)
+
+
 def conversation_id(page) -> int:
     return int(page.get_attribute("#chat-root", "data-conversation"))
 

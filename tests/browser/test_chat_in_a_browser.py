@@ -18,6 +18,7 @@ from .conftest import (
     record_stream,
     recorded_stream,
     replies,
+    review_mode,
     send,
     signup,
     tokens,
@@ -244,12 +245,8 @@ def test_model_view_hides_compacted_messages_and_shows_the_summary_pair(chat, se
 
 def test_review_mode_edit_approve_then_undo(chat, server):
     page = chat
+    review_mode(page)
     menu = page.locator("details.conversation-menu > summary")
-    menu.click()
-    page.check("input[name=review_compactions]")
-    page.get_by_role("button", name="Save settings").click()
-    page.wait_for_load_state()
-    wait_socket(page)
     menu.click()
     expect(page.locator("input[name=review_compactions]")).to_be_checked()
     menu.click()

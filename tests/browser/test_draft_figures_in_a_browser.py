@@ -10,7 +10,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import TIMEOUT_MS, new_conversation, turn, wait_socket
+from .conftest import TIMEOUT_MS, new_conversation, review_mode, turn
 from .screens import SCREENS, in_view, reach_panel
 from .test_chat_in_a_browser import PARAGRAPH, compact_now
 from .test_csp_in_a_browser import Refusals
@@ -24,15 +24,6 @@ SAID = [
     + PARAGRAPH,
     "Does this look right? " + PARAGRAPH,
 ]
-
-
-def review_mode(page) -> None:
-    menu = page.locator("details.conversation-menu > summary")
-    menu.click()
-    page.check("input[name=review_compactions]")
-    page.get_by_role("button", name="Save settings").click()
-    page.wait_for_load_state()
-    wait_socket(page)
 
 
 def kept(figures) -> tuple[int, int]:

@@ -21,7 +21,7 @@ import time
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import new_context, new_conversation, serve, signup, turn, wait_socket
+from .conftest import new_context, new_conversation, review_mode, serve, signup, turn, wait_socket
 from .screens import SCREENS, is_phone, reach_panel
 from .test_csp_in_a_browser import Refusals
 
@@ -214,11 +214,7 @@ def test_compact_now_with_nothing_to_compact_says_so_in_view(seen, fast_server):
 def test_a_draft_to_review_shows_in_view_and_waits_where_it_is_seen(seen, fast_server):
     page = seen.page
     _new_conversation_at(seen, fast_server)
-    page.locator("details.conversation-menu > summary").click()
-    page.check("input[name=review_compactions]")
-    page.get_by_role("button", name="Save settings").click()
-    page.wait_for_load_state()
-    wait_socket(page)
+    review_mode(page)
     for n in range(3):
         turn(page, f"Review note {n}. {FILLER}")
     for n in range(4):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import turn, wait_socket
+from .conftest import review_mode, turn
 
 pytestmark = pytest.mark.browser
 
@@ -22,12 +22,7 @@ FILLER = "We are planning the launch and every change needs sign-off from financ
 
 def test_the_notice_says_what_the_instructions_got_and_why_a_draft_is_the_same(chat):
     page = chat
-    menu = page.locator("details.conversation-menu > summary")
-    menu.click()
-    page.check("input[name=review_compactions]")
-    page.get_by_role("button", name="Save settings").click()
-    page.wait_for_load_state()
-    wait_socket(page)
+    review_mode(page)
 
     turn(page, FACTS + FILLER)
     turn(page, "Invoice INV-2026-0417 from Acme Hosting is still unpaid. " + FILLER)
