@@ -118,14 +118,19 @@ async def test_an_edit_that_states_a_lost_fact_counts_it_kept_on_the_draft_and_t
     await ws.disconnect()
 
 
-async def test_the_figures_follow_the_text_both_ways(alice, reviewed):
-    ws = socket_for(alice, reviewed.pk)
+async def drafted(user, conversation) -> Compaction:
+    """Compact now over the socket, in review mode: the draft it leaves waiting."""
+    ws = socket_for(user, conversation.pk)
     await ws.connect()
     await ws.send_to(text_data=frame(action="compact"))
     await receive_until(ws, lambda f: 'name="summary"' in f)
-    await settle(reviewed.pk)
+    await settle(conversation.pk)
     await ws.disconnect()
-    draft = await Compaction.objects.aget(conversation=reviewed)
+    return await Compaction.objects.aget(conversation=conversation)
+
+
+async def test_the_figures_follow_the_text_both_ways(alice, reviewed):
+    draft = await drafted(alice, reviewed)
     client = await client_for(alice)
     # Fewer facts stated: more lost, and the window after is the shorter summary's.
     page = (
@@ -141,13 +146,7 @@ async def test_the_figures_follow_the_text_both_ways(alice, reviewed):
 
 
 async def test_the_figures_are_the_owners_and_refuse_bad_input(alice, bob, reviewed):
-    ws = socket_for(alice, reviewed.pk)
-    await ws.connect()
-    await ws.send_to(text_data=frame(action="compact"))
-    await receive_until(ws, lambda f: 'name="summary"' in f)
-    await settle(reviewed.pk)
-    await ws.disconnect()
-    draft = await Compaction.objects.aget(conversation=reviewed)
+    draft = await drafted(alice, reviewed)
     url = figures_url(reviewed.pk, draft.pk)
     # Another user's draft reads as none.
     assert (await (await client_for(bob)).post(url, {"summary": EDITED})).status_code == 404
