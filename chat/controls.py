@@ -64,14 +64,25 @@ def _model(raw: str | None) -> str:
     """A model offered here, or "" for the default; like the new conversation's picker, any
     other is refused naming the ones that are."""
     model = (raw or "").strip()
+    return (
+        offered_model(model, "write summaries", otherwise=", or leave it to the default")
+        if model
+        else ""
+    )
+
+
+def offered_model(model, purpose: str, *, otherwise: str = "") -> str:
+    """`model` if it is one of the models offered here (the picker's and the summaries');
+    else ActionError naming those that are ("There is no model 'x' to `purpose` here. Pick one
+    of: …`otherwise`.")."""
     offered = registry.available_models()
-    if model and model not in {m.id for m in offered}:
-        raise ActionError(
-            f"There is no model {scrubbed(model)[:100]!r} to write summaries here. Pick one of: "
-            + ", ".join(m.label for m in offered)
-            + ", or leave it to the default."
-        )
-    return model
+    if isinstance(model, str) and model in {m.id for m in offered}:
+        return model
+    shown = scrubbed(str(model))[:100]
+    labels = ", ".join(m.label for m in offered)
+    raise ActionError(
+        f"There is no model {shown!r} to {purpose} here. Pick one of: {labels}{otherwise}."
+    )
 
 
 @dataclass(frozen=True)

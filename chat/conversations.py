@@ -13,11 +13,11 @@ from django.db import transaction
 from django.utils import timezone
 
 from chat.branches import parent_of
-from chat.controls import Controls
+from chat.controls import Controls, offered_model
 from chat.models import NO_SUCH_CONVERSATION, Conversation, Message, Pin
 from chat.transcript import current_branch, first_kept_seq
 from compaction.window_state import budget_for
-from core.clean import number, scrubbed
+from core.clean import number
 from core.errors import ActionError
 from providers import registry
 from providers.tokens import estimate_text
@@ -40,16 +40,7 @@ def create_conversation(
     """A new conversation on `model` (one of `providers.registry.available_models()`; None or empty:
     the default). The conversation keeps its model: it answers every turn."""
     prompt = settings.DEFAULT_SYSTEM_PROMPT if system_prompt is None else system_prompt
-    offered = registry.available_models()
-    if not model:
-        model = registry.default_model()
-    elif not isinstance(model, str) or model not in {m.id for m in offered}:
-        shown = scrubbed(str(model))[:100]
-        raise ActionError(
-            f"There is no model {shown!r} to choose here. Pick one of: "
-            + ", ".join(m.label for m in offered)
-            + "."
-        )
+    model = offered_model(model, "choose") if model else registry.default_model()
     return Conversation.objects.create(owner=user, model=model, system_prompt=prompt.strip())
 
 
