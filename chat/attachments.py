@@ -118,6 +118,10 @@ def _store(user, conversation: Conversation, name: str, checked: Checked) -> Att
                 media_type=checked.media_type,
                 bytes=len(checked.data),
                 tokens=checked.tokens,
+                width=checked.width,
+                height=checked.height,
+                pages=checked.pages,
+                text=checked.text,
             )
             # Stored under a random name (chat.models.attachment_path), never the uploaded one.
             attachment.file.save(name, ContentFile(checked.data), save=False)
@@ -217,3 +221,42 @@ def _delete_file(name: str) -> None:
         # A storage down (a bucket unreachable) leaves the file: said, not raised into the
         # sweep, whose other work goes on.
         log.exception("could not delete the stored file %s", name)
+
+
+# --- sending --------------------------------------------------------------------------------
+
+
+def take(user, conversation: Conversation, ids: list[int]) -> list[Attachment]:
+    """The uploads `ids` (this conversation's, not yet sent) in the order given, locked for the
+    send that carries them (called under the conversation's lock): ActionError if any is not one
+    of them, so a file is never sent twice, nor another's taken."""
+    rows = {
+        row.pk: row
+        for row in Attachment.objects.select_for_update().filter(
+            pk__in=ids, owner=user, conversation=conversation, message__isnull=True
+        )
+    }
+    missing = [pk for pk in ids if pk not in rows]
+    if missing:
+        raise ActionError(
+            "A file of this message is not waiting to be sent here (it was sent already, "
+            "removed, or is another conversation's): attach it again."
+        )
+    return [rows[pk] for pk in ids]
+
+
+def block(attachment: Attachment) -> dict:
+    """The block a message stores for a file (providers/blocks.py describes its shape)."""
+    meta = described(attachment)
+    if attachment.width and attachment.height:
+        meta |= {"width": attachment.width, "height": attachment.height}
+    if attachment.pages:
+        meta["pages"] = attachment.pages
+    kind = "image" if attachment.media_type.startswith("image/") else "document"
+    return {"type": kind, "attachment": meta}
+
+
+def attach(attachments: list[Attachment], message_id: int) -> None:
+    """The uploads are the message's now: no longer unsent, never swept."""
+    if attachments:
+        Attachment.objects.filter(pk__in=[a.pk for a in attachments]).update(message=message_id)

@@ -44,6 +44,8 @@ IMAGE_FORMATS = {
     "WEBP": "image/webp",
 }
 PDF = "application/pdf"
+# What is read of a file's text (for search and the brief), as of a message's.
+TEXT_CHARS = 100_000
 TEXT = "text/plain"
 
 # An SVG is text, but a browser runs its scripts: it is refused, whatever it is named.
@@ -68,6 +70,9 @@ class Checked:
     width: int = 0  # an image's, as stored
     height: int = 0
     pages: int = 0  # a PDF's
+    # A text file's or PDF's words, as far as TEXT_CHARS: what search, the brief's first lines
+    # and the offline model read (nobody reads a PDF's bytes for them).
+    text: str = ""
 
 
 def check(data: bytes, name: str) -> Checked:
@@ -189,7 +194,23 @@ def _pdf(data: bytes, name: str) -> Checked:
             f"“{name}” has {pages:,} pages: the limit is {limit:,} pages a PDF "
             "(ATTACHMENT_MAX_PDF_PAGES). Send the pages that matter."
         )
-    return Checked(PDF, data, pages * PDF_TOKENS_PER_PAGE, pages=pages)
+    return Checked(PDF, data, pages * PDF_TOKENS_PER_PAGE, pages=pages, text=_pdf_text(reader))
+
+
+def _pdf_text(reader: PdfReader) -> str:
+    """The PDF's text, page by page, until TEXT_CHARS: "" where a page has none (a scan) or
+    pypdf cannot read it (the file is still sent: the model reads the pages as images)."""
+    parts, size = [], 0
+    for page in reader.pages:
+        try:
+            words = page.extract_text() or ""
+        except Exception:  # noqa: BLE001 - pypdf raises many kinds on odd pages; none is fatal
+            words = ""
+        parts.append(words.strip())
+        size += len(parts[-1])
+        if size >= TEXT_CHARS:
+            break
+    return "\n\n".join(p for p in parts if p)[:TEXT_CHARS]
 
 
 def _text(data: bytes, name: str) -> Checked:
@@ -202,4 +223,4 @@ def _text(data: bytes, name: str) -> Checked:
         ) from None
     if "\x00" in text:
         raise Refused(f"“{name}” is not text: it holds NUL characters (a binary file?).")
-    return Checked(TEXT, data, estimate_text(text))
+    return Checked(TEXT, data, estimate_text(text), text=text[:TEXT_CHARS])

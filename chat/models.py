@@ -367,6 +367,12 @@ class Attachment(models.Model):
     media_type = models.CharField(max_length=50)  # what the content is, not what the name says
     bytes = models.PositiveBigIntegerField()  # as stored: counted against the owner's storage
     tokens = models.PositiveIntegerField()  # estimated (chat/attachments.py says how)
+    width = models.PositiveIntegerField(default=0)  # an image's, as stored (scaled)
+    height = models.PositiveIntegerField(default=0)
+    pages = models.PositiveIntegerField(default=0)  # a PDF's
+    # A text file's or PDF's words, its first 100,000 characters (chat/file_checks.TEXT_CHARS):
+    # what search, the brief and the offline model read. "" for an image.
+    text = models.TextField(blank=True, default="")
     file = models.FileField(storage=attachment_storage, upload_to=attachment_path, max_length=200)
     created_at = models.DateTimeField(auto_now_add=True)
     # Null until the message that carries it is sent; unsent uploads are swept after a day.

@@ -76,6 +76,47 @@ def without_empty_text(content: Iterable | None) -> list:
     return [b for b in content or () if type_of(b) != "text" or text_of(b)]
 
 
+# A file given to the model is stored as a block of the API's type ("image", or "document" for
+# a PDF or a text file) that names its upload instead of holding its bytes:
+#     {"type": "image", "attachment": {"id", "name", "media_type", "bytes", "tokens",
+#                                      "width", "height", "pages"}}
+# (chat/attachments.py writes it, and turns it into the API's base64 or text block just before a
+# request or an export). The rows stay small, and every reader here works without the bytes.
+FILE_TYPES = ("image", "document")
+
+
+def file_of(block: object) -> dict | None:
+    """A file block's description (its "attachment"); None for any other block."""
+    if type_of(block) not in FILE_TYPES:
+        return None
+    meta = block.get("attachment")
+    return meta if isinstance(meta, dict) else None
+
+
+def files(content: Iterable | None) -> list[dict]:
+    """The descriptions of the files in `content`, in order."""
+    return [meta for b in content or () if (meta := file_of(b)) is not None]
+
+
+def file_tokens(meta: dict) -> int:
+    """What a file is estimated to cost in a request (its upload's estimate)."""
+    tokens = meta.get("tokens")
+    return tokens if isinstance(tokens, int) and tokens > 0 else 0
+
+
+def file_label(meta: dict) -> str:
+    """A file as one line of text: "image: build-error.png, 1,045 tokens" (what a transcript
+    written as text, a bubble's title and the model's own label say)."""
+    media = str(meta.get("media_type") or "")
+    kind = "image" if media.startswith("image/") else "PDF" if media.endswith("pdf") else "text"
+    size = ""
+    if meta.get("width") and meta.get("height"):
+        size = f", {meta['width']}×{meta['height']} px"
+    elif meta.get("pages"):
+        size = f", {meta['pages']:,} page{'s' if meta['pages'] != 1 else ''}"
+    return f"{kind}: {meta.get('name') or 'file'}{size}, {file_tokens(meta):,} tokens"
+
+
 def block_text(block: dict, *, everything: bool = True) -> str:
     """A block as text: a text block's text, a tool call's name and input (as JSON), a tool
     result's text. With `everything` (what the model is sent: token estimates, prompts, exports,
@@ -89,4 +130,7 @@ def block_text(block: dict, *, everything: bool = True) -> str:
         return f"{block.get('name', '')} {json.dumps(block.get('input', {}), sort_keys=True)}"
     if kind == "tool_result":
         return result_text(block, other=block_text if everything else None)
+    meta = file_of(block)
+    if meta is not None:  # its bytes are not text; the search index reads its upload's text
+        return f"[{file_label(meta)}]" if everything else ""
     return json.dumps(block, sort_keys=True) if everything else ""

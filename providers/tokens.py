@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from providers.blocks import block_text
+from providers.blocks import block_text, file_of, file_tokens, type_of
 
 # English prose runs near 4 characters a token for Claude's tokenizer; code and other scripts run
 # denser. Three characters a token over-counts prose by ~30%, which is the safe direction.
@@ -31,7 +31,19 @@ def estimate_text(text: str) -> int:
 def estimate_content(content: list[dict] | str) -> int:
     if isinstance(content, str):
         return MESSAGE_OVERHEAD + estimate_text(content)
-    return MESSAGE_OVERHEAD + sum(estimate_text(block_text(b)) for b in content)
+    return MESSAGE_OVERHEAD + sum(estimate_block(b) for b in content)
+
+
+def estimate_block(block: dict) -> int:
+    """One block: a file by its upload's estimate (images by their pixels, PDFs by their pages),
+    anything else by its text."""
+    meta = file_of(block)
+    if meta is not None:
+        return file_tokens(meta)
+    inner = block.get("content") if type_of(block) == "tool_result" else None
+    if isinstance(inner, list) and any(file_of(b) for b in inner):  # read_attachment's result
+        return sum(estimate_block(b) for b in inner)
+    return estimate_text(block_text(block))
 
 
 def estimate_request(system: str, messages: list[dict]) -> int:

@@ -8,6 +8,7 @@ its parts without cache marks, its breakpoints, its messages' blocks and their s
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import math
@@ -35,6 +36,10 @@ def invalid_request(body: dict) -> str:
         for block in content:
             if block.get("type") == "text" and not str(block.get("text", "")).strip():
                 return f"messages.{i}: text content blocks must be non-empty"
+            inner = block.get("content") if block.get("type") == "tool_result" else None
+            for item in [block, *(inner if isinstance(inner, list) else ())]:
+                if wrong := invalid_file(item):
+                    return f"messages.{i}: {wrong}"
         asked = {
             b["id"] for b in (previous or {}).get("content", []) if b.get("type") == "tool_use"
         }
@@ -55,6 +60,40 @@ def invalid_request(body: dict) -> str:
     ):
         return "the last message holds tool_use blocks without results"
     return ""
+
+
+IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
+
+
+def invalid_file(block: dict) -> str:
+    """What the API would refuse in an image or document block, or "": a source of base64
+    (an image of its four types, a PDF) or, for a document, plain text; nothing else in it."""
+    kind = block.get("type")
+    if kind not in ("image", "document"):
+        return ""
+    extra = (
+        set(block)
+        - {"type", "source", "cache_control"}
+        - ({"title", "context", "citations"} if kind == "document" else set())
+    )
+    if extra:
+        return f"{kind}: Extra inputs are not permitted: {sorted(extra)}"
+    source = block.get("source")
+    if not isinstance(source, dict):
+        return f"{kind}.source: Field required"
+    media = source.get("media_type")
+    if source.get("type") == "base64":
+        allowed = IMAGE_TYPES if kind == "image" else ("application/pdf",)
+        if media not in allowed:
+            return f"{kind}.source.media_type: Input should be one of {allowed}"
+        try:
+            base64.b64decode(source.get("data") or "", validate=True)
+        except (ValueError, TypeError):
+            return f"{kind}.source.data: invalid base64"
+        return "" if source.get("data") else f"{kind}.source.data: empty"
+    if kind == "document" and source.get("type") == "text" and media == "text/plain":
+        return "" if isinstance(source.get("data"), str) else "document.source.data: Field required"
+    return f"{kind}.source: unsupported source {source.get('type')!r}"
 
 
 def system_text(body: dict) -> str:

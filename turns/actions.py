@@ -22,20 +22,39 @@ from turns import recovery, transitions, versions
 from turns.tasks import show_recovered
 
 
-async def send(user, conversation_id, text) -> transitions.Claim:
-    """Store the user's message; it runs now or waits its turn, never refused for being early."""
-    text = _typed(text)
-    claim = await db.run(transitions.append, user, conversation_id, text)
+async def send(user, conversation_id, text, attachments=None) -> transitions.Claim:
+    """Store the user's message, with the files uploaded for it (`attachments`: their ids, in
+    the order they go); it runs now or waits its turn, never refused for being early."""
+    files = _files(attachments)
+    text = _typed(text, has_files=bool(files))
+    claim = await db.run(transitions.append, user, conversation_id, text, files)
     await _show_sent(claim)
     await show_recovered(claim.recovered)
     return claim
 
 
-def _typed(text) -> str:
-    """What a person typed, checked before anything is stored."""
+def _typed(text, *, has_files: bool = False) -> str:
+    """What a person typed, checked before anything is stored ("" only beside files)."""
+    if has_files and (text is None or (isinstance(text, str) and not text.strip())):
+        return ""
     if not isinstance(text, str) or not text.strip():
         raise ActionError("Type a message first: an empty message cannot be sent.")
     return clean(text, MESSAGE, required=True)
+
+
+def _files(ids) -> list[int]:
+    """The frame's "attachments": upload ids, each once, at most ATTACHMENTS_PER_MESSAGE."""
+    if ids is None or ids == []:
+        return []
+    if not isinstance(ids, list) or any(number(i) is None for i in ids):
+        raise ActionError("The files of this message are not a list of upload ids.")
+    files = list(dict.fromkeys(number(i) for i in ids))
+    if len(files) > settings.ATTACHMENTS_PER_MESSAGE:
+        raise ActionError(
+            f"This message has {len(files)} files: the limit is "
+            f"{settings.ATTACHMENTS_PER_MESSAGE} a message (ATTACHMENTS_PER_MESSAGE)."
+        )
+    return files
 
 
 async def _show_sent(claim: transitions.Claim) -> None:

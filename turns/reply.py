@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 
 from django.conf import settings
 
-from chat import compactions
+from chat import compactions, file_blocks
 from chat.events import (
     FiguresChanged,
     MessageAdded,
@@ -160,10 +160,13 @@ async def _stream(turn: transitions.Turn, received: _Received, relay: DeltaRelay
                 )
                 return
         window = state.window()
+        messages = window.messages + turn_messages(received.blocks)
+        if file_blocks.names_files(messages):  # their bytes, read from storage
+            messages = await db.run(file_blocks.for_request, messages, context.owner_id)
         request = Request(
             model=model,
             system=state.system,
-            messages=window.messages + turn_messages(received.blocks),
+            messages=messages,
             max_tokens=max(1, min(settings.CHAT_MAX_TOKENS, budget.total - used)),
             tools=box.definitions if box else (),
             cache_head=window.head if capabilities.supports_caching else None,

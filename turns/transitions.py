@@ -26,7 +26,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from chat import compactions, limits
+from chat import attachments, compactions, limits
 from chat.branches import Versions, versions
 from chat.compactions import Opened
 from chat.conversations import title_from
@@ -78,38 +78,47 @@ class Claim:
     recovered: tuple[Message, ...] = ()  # stale replies closed on the way
 
 
-def append(user, conversation_id, text: str) -> Claim:
-    """Store the user's message (`text`, cleaned by the caller) and the reply row that will
-    answer it, in one transaction, and claim that reply if nothing else runs. Four queries:
-    count it against the user's limit, lock the conversation, read what the decision needs with
-    the window's rows, insert the two messages (on PostgreSQL a fifth, after the count: see
-    `sql.touch_mine`)."""
-    content = [{"type": "text", "text": text}]
+def append(user, conversation_id, text: str, files: list[int] = ()) -> Claim:
+    """Store the user's message (`text`, cleaned by the caller, and the uploads `files`) and the
+    reply row that will answer it, in one transaction, and claim that reply if nothing else
+    runs. Four queries: count it against the user's limit, lock the conversation, read what the
+    decision needs with the window's rows, insert the two messages (on PostgreSQL a fifth, after
+    the count: see `sql.touch_mine`); with files, one to take them and one to mark them sent."""
     with transaction.atomic():
         conversation = locked_for(user, conversation_id)
+        uploads = attachments.take(user, conversation, files) if files else []
+        content = [{"type": "text", "text": text}] if text else []
+        content += [attachments.block(a) for a in uploads]
         check_fits_alone(conversation, content)
-        seen = read_snapshot(conversation.pk)
-        if not seen.busy:  # into a busy conversation a message only queues
-            check_replies_at_once(conversation, "Send this")
-        recovered = recover(conversation, seen)
-        # On the branch on screen: after its end, whichever version the user is looking at.
-        leaf = conversation.leaf_seq or seen.last_seq
-        message, reply = pair(conversation, seen.last_seq + 1, content, parent=leaf)
-        if conversation.leaf_seq is not None:
-            follow_newest(conversation)
-        if seen.busy:
-            sql.insert(message, reply)
-            return Claim(None, message, queued=True, recovered=recovered)
-        if seen.next_queued_id:
-            # Older messages wait with nothing running (their process died between two
-            # steps): this one goes behind them and the oldest starts now.
-            sql.insert(message, reply)
-            step = _claim_oldest(conversation, seen, compact=True)
-            return Claim(step, message, queued=True, recovered=recovered)
-        state = state_of(conversation, seen, before_seq=message.seq, leaf=leaf)
-        state = state.extended([message.to_entry()])
-        step = decide(conversation, seen, reply, state, compact=True, insert=[message])
-        return Claim(step, message, queued=isinstance(step, Opened), recovered=recovered)
+        claim = _append(conversation, content)
+        attachments.attach(uploads, claim.message.pk)
+        return claim
+
+
+def _append(conversation: Conversation, content: list[dict]) -> Claim:
+    """The message and its reply, inserted; the reply claimed now, or left to wait."""
+    seen = read_snapshot(conversation.pk)
+    if not seen.busy:  # into a busy conversation a message only queues
+        check_replies_at_once(conversation, "Send this")
+    recovered = recover(conversation, seen)
+    # On the branch on screen: after its end, whichever version the user is looking at.
+    leaf = conversation.leaf_seq or seen.last_seq
+    message, reply = pair(conversation, seen.last_seq + 1, content, parent=leaf)
+    if conversation.leaf_seq is not None:
+        follow_newest(conversation)
+    if seen.busy:
+        sql.insert(message, reply)
+        return Claim(None, message, queued=True, recovered=recovered)
+    if seen.next_queued_id:
+        # Older messages wait with nothing running (their process died between two
+        # steps): this one goes behind them and the oldest starts now.
+        sql.insert(message, reply)
+        step = _claim_oldest(conversation, seen, compact=True)
+        return Claim(step, message, queued=True, recovered=recovered)
+    state = state_of(conversation, seen, before_seq=message.seq, leaf=leaf)
+    state = state.extended([message.to_entry()])
+    step = decide(conversation, seen, reply, state, compact=True, insert=[message])
+    return Claim(step, message, queued=isinstance(step, Opened), recovered=recovered)
 
 
 def locked_for(user, conversation_id, lock=sql.touch_mine) -> Conversation:

@@ -143,7 +143,11 @@ class ConversationConsumer(AsyncWebsocketConsumer):
     # --- actions ---------------------------------------------------------------------------
 
     async def on_send(self, frame: dict) -> None:
-        claim = await hold(actions.send(self.user, self.conversation_id, frame.get("message")))
+        claim = await hold(
+            actions.send(
+                self.user, self.conversation_id, frame.get("message"), frame.get("attachments")
+            )
+        )
         engine.start(claim.step)
         await self.send(text_data=frames.accepted())
 
