@@ -93,12 +93,16 @@ async def test_the_request_carries_the_files_as_the_apis_blocks_in_the_order_sen
     assert await sent.acount() == 3  # sent: no longer swept as unsent
 
 
-async def test_a_message_may_be_files_alone(alice, conversation, fake_anthropic, three_files):
+async def test_a_message_may_be_files_alone_and_its_conversation_is_named_by_them(
+    alice, conversation, fake_anthropic, three_files
+):
     fake_anthropic.enqueue_reply(["A picture."])
     await send(alice, conversation, {"message": "", "attachments": [three_files[0].pk]}, 2)
     blocks = fake_anthropic.requests[0]["messages"][-1]["content"]
     assert [b["type"] for b in blocks] == ["text", "image"]
     assert fake_anthropic.invalid == []
+    await conversation.arefresh_from_db()
+    assert conversation.title == "build-error.png"  # named by its file
 
 
 @pytest.mark.parametrize(

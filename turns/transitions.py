@@ -39,7 +39,7 @@ from compaction.models import Compaction
 from compaction.window_state import WindowState, budget_for
 from core.clean import number
 from core.errors import ActionError
-from providers.blocks import without_empty_text
+from providers.blocks import files, without_empty_text
 from providers.tokens import estimate_content, estimate_text
 from providers.values import Usage
 from turns import sql
@@ -340,7 +340,10 @@ def close_turn(turn: Turn, reply: Message, after: WindowState, *, then: bool = T
             reply = Message.objects.get(pk=reply.pk)  # closed elsewhere (stale): keep that
         title = None
         if reply.seq == 2 and turn.state.entries:
-            title = title_from(turn.state.entries[-1].text)
+            first = turn.state.entries[-1]  # files alone: named by their names
+            title = title_from(
+                first.text or " ".join(str(f.get("name")) for f in files(first.content))
+            )
         # The send touched the conversation already: the lock, the first reply's title, and
         # what the reply cost, in one statement.
         spent = reply.usage if written else None
