@@ -28,6 +28,18 @@ ALLOWED_TAGS = {
     "h1", "h2", "h3", "h4", "h5", "h6", "a", "table", "thead", "tbody", "tr", "th", "td",
 }  # fmt: skip
 ALLOWED_ATTRIBUTES = {"a": {"href", "title"}, "code": {"class"}, "th": {"align"}, "td": {"align"}}
+
+
+def _same_site(tag: str, attribute: str, value: str) -> str | None:
+    """A link's address, unless it is protocol-relative: `//host/x` (and `/\\host`, and either
+    with tabs or line breaks inside, which browsers drop) leaves the app for another host as an
+    https link would, without saying so. Paths in the app (`/conversations/2/`) stay."""
+    if attribute != "href":
+        return value
+    bare = "".join(value.split()).replace("\\", "/")
+    return None if bare.startswith("//") else value
+
+
 # Built once: `nh3.clean` builds its sanitiser from these sets on every call, which cost twice
 # the sanitising itself (every reply is rendered when it closes).
 _cleaner = nh3.Cleaner(
@@ -35,6 +47,7 @@ _cleaner = nh3.Cleaner(
     attributes=ALLOWED_ATTRIBUTES,
     url_schemes={"http", "https", "mailto"},
     link_rel="noopener noreferrer nofollow",
+    attribute_filter=_same_site,
 )
 
 

@@ -81,3 +81,13 @@ def test_every_value_a_bubble_shows_is_escaped():
         html = message_html(Item(kind="message", message=message))
         assert "<img" not in html
         assert "&lt;img src=x onerror=alert(1)&gt;" in html
+
+
+@pytest.mark.parametrize("link", ["//evil.example/x", "/\\evil.example/x", "\\\\evil.example"])
+def test_a_link_in_a_reply_never_leaves_for_another_host_without_a_scheme(link):
+    from render.markdown import render_markdown
+
+    html = render_markdown(f"[docs]({link}) and [here](/conversations/2/?at=3#msg-3)")
+    # Dropped, or a path of this site (the parser writes a backslash as %5C): never `//host`.
+    assert 'href="//' not in html and 'href="/\\' not in html
+    assert 'href="/conversations/2/?at=3#msg-3"' in html
