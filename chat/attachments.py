@@ -27,6 +27,7 @@ from django.utils import timezone
 
 from chat.file_checks import PDF, TEXT, Checked, Refused, check
 from chat.models import Attachment, Conversation, attachment_storage
+from core import runtime
 from core.clean import number
 from core.errors import ActionError
 
@@ -37,6 +38,9 @@ NAME_CHARS = Attachment._meta.get_field("name").max_length
 # A multipart body carries its file and a few hundred bytes of framing: a body longer than the
 # file limit and this is refused before it is read.
 MULTIPART_FRAMING = 64 * 1024
+# How long an upload waits for a place to be checked (ATTACHMENT_CHECKS_AT_ONCE) before it is
+# refused as Busy: longer than checking the largest file takes, shorter than a proxy's timeout.
+CHECK_WAIT_SECONDS = 20.0
 # What one sweep removes at most: a backlog goes over several rounds, none of them long.
 SWEEP_BATCH = 500
 # The media types a stored file is served as (no other ever is: text is never served as HTML).
@@ -54,6 +58,10 @@ class TooLarge(Refused):
     """One file over ATTACHMENT_MAX_BYTES (a 413, where other refusals are 400s)."""
 
 
+class Busy(Refused):
+    """No place to check the file in time (a 503: nothing is wrong with the file)."""
+
+
 def upload(user, conversation_id, upload) -> Attachment:
     """Check `upload` (a Django UploadedFile, or None when the form had none) and keep it for
     the user's conversation; Refused (TooLarge) with the reason, and nothing kept, if not."""
@@ -64,7 +72,22 @@ def upload(user, conversation_id, upload) -> Attachment:
     _check_size(upload.size, name)
     data = upload.read(settings.ATTACHMENT_MAX_BYTES + 1)
     _check_size(len(data), name)
-    return _store(user, conversation, name, check(data, name))
+    return _store(user, conversation, name, _checked(data, name))
+
+
+def _checked(data: bytes, name: str) -> Checked:
+    """`check`, with at most ATTACHMENT_CHECKS_AT_ONCE files at once in this process (each may
+    decode an image whole); Busy if no place came free within CHECK_WAIT_SECONDS."""
+    places = runtime.current().slots("file checks", settings.ATTACHMENT_CHECKS_AT_ONCE)
+    if not places.acquire(timeout=CHECK_WAIT_SECONDS):
+        raise Busy(
+            f"The server is checking other files right now, so “{name}” was not kept: "
+            "try again in a moment."
+        )
+    try:
+        return check(data, name)
+    finally:
+        places.release()
 
 
 def refuse_body(content_length) -> None:

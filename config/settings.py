@@ -377,6 +377,9 @@ ATTACHMENT_MAX_PDF_PAGES = env_int("ATTACHMENT_MAX_PDF_PAGES", 100)  # the API r
 ATTACHMENT_MAX_IMAGE_PIXELS = env_int("ATTACHMENT_MAX_IMAGE_PIXELS", 50_000_000)
 # An upload never sent is swept after this long.
 ATTACHMENT_UNSENT_SECONDS = env_int("ATTACHMENT_UNSENT_SECONDS", 86_400)
+# Files checked at once by one process: an image is decoded whole to be checked (a 49-megapixel
+# PNG took 265 MiB), so this bounds a burst of uploads' memory; more wait their turn.
+ATTACHMENT_CHECKS_AT_ONCE = env_int("ATTACHMENT_CHECKS_AT_ONCE", 2)
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},

@@ -94,6 +94,7 @@ class Runtime:
         # The heartbeat and sweep (turns/engine.py) start with the first socket or turn;
         # a test that runs the queue's recovery itself switches them off.
         self.background = True
+        self._slots: dict[str, threading.BoundedSemaphore] = {}
         self._lock = threading.Lock()
         self._database: Any = None  # core/db.py's threads, made on first use
         self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Loop] = (
@@ -106,6 +107,14 @@ class Runtime:
             if self._database is None:
                 self._database = make()
             return self._database
+
+    def slots(self, name: str, size: int) -> threading.BoundedSemaphore:
+        """A bound on work this process does at once (`name`: files being checked), made on
+        first use with `size` places."""
+        with self._lock:
+            if name not in self._slots:
+                self._slots[name] = threading.BoundedSemaphore(size)
+            return self._slots[name]
 
     def loop(self) -> Loop:
         """What the running event loop holds."""

@@ -22,8 +22,11 @@ def attachment_upload(request: HttpRequest, conversation_id: int) -> JsonRespons
         attachments.refuse_body(request.META.get("CONTENT_LENGTH"))
         kept = attachments.upload(request.user, conversation.pk, request.FILES.get("file"))
     except ActionError as exc:
-        status = 413 if isinstance(exc, attachments.TooLarge) else 400
-        return JsonResponse({"error": exc.reason}, status=status)
+        status = {attachments.TooLarge: 413, attachments.Busy: 503}.get(type(exc), 400)
+        answer = JsonResponse({"error": exc.reason}, status=status)
+        if status == 503:
+            answer["Retry-After"] = "5"
+        return answer
     return JsonResponse(attachments.described(kept), status=201)
 
 
