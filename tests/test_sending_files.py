@@ -145,3 +145,18 @@ async def test_a_file_goes_once_and_only_from_its_own_conversation_and_owner(
     assert await Message.objects.filter(conversation__in=[other, bobs]).acount() == 0
     assert (await Attachment.objects.aget(pk=waiting.pk)).message_id is None
     assert len(fake_anthropic.requests) == 1
+
+
+async def test_the_files_sent_cost_what_their_uploads_were_estimated_at(
+    alice, conversation, fake_anthropic, three_files
+):
+    """The offline models count a request's files as the uploads were counted: by the image's
+    pixels, the PDF's pages, the text's length (never the base64 as text)."""
+    from providers.tokens import estimate_block
+
+    fake_anthropic.enqueue_reply(["Counted."])
+    await send(
+        alice, conversation, {"message": "count", "attachments": [a.pk for a in three_files]}, 2
+    )
+    sent = [b for b in fake_anthropic.requests[0]["messages"][-1]["content"] if b["type"] != "text"]
+    assert [estimate_block(b) for b in sent] == [a.tokens for a in three_files]
