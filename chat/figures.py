@@ -99,7 +99,8 @@ class Panel:
     reserve: int
     system_tokens: int
     summary_tokens: int
-    history_tokens: int
+    history_tokens: int  # the kept messages but their files
+    files_tokens: int  # the files the kept messages carry (compaction/window_state.files_total)
     first_kept_seq: int
     boundaries: list[Compaction]
     per_turn: list[int]  # the window after each of the latest replies, oldest first
@@ -158,6 +159,8 @@ def load_figures(
     once per boundary; `last_usage` as `load_spent` takes it."""
     points = _earlier_points(conversation.pk, state.boundary) + state.per_turn
     system_tokens = estimate_text(conversation.system_prompt)
+    kept = max(state.tokens - state.head_tokens, 0)
+    files = min(state.file_tokens, kept)
     paused = conversation.auto_compact_paused_until
     return Panel(
         tokens=state.tokens,
@@ -166,7 +169,8 @@ def load_figures(
         reserve=state.budget.reserve,
         system_tokens=system_tokens,
         summary_tokens=state.head_tokens - system_tokens,
-        history_tokens=max(state.tokens - state.head_tokens, 0),
+        history_tokens=kept - files,
+        files_tokens=files,
         first_kept_seq=state.first_kept,
         boundaries=[],
         per_turn=points[-CHART_TURNS:],

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from providers.blocks import texts, type_of
+from providers.blocks import carried_files, file_tokens, texts, type_of
 
 
 @dataclass(frozen=True)
@@ -25,6 +25,11 @@ class Entry:
     @cached_property  # asked of every entry of the window on every request
     def is_tool_result(self) -> bool:
         return any(type_of(block) == "tool_result" for block in self.content)
+
+    @cached_property  # the meter's files segment, on every reply
+    def file_tokens(self) -> int:
+        """The estimate for the files it carries (a cleared file is a line of text, no file)."""
+        return sum(file_tokens(meta) for meta in carried_files(self.content))
 
     @property
     def starts_user_turn(self) -> bool:

@@ -53,6 +53,11 @@ class WindowState:
         """The window's size: reported usage where there is some, estimates for the rest."""
         return window_total(self.head_tokens, self.entries, self.anchor)
 
+    @cached_property
+    def file_tokens(self) -> int:
+        """The files' part of `tokens`: the meter's Files segment."""
+        return files_total(self.entries, self.anchor)
+
     @property
     def first_kept(self) -> int:
         """The first message the window carries verbatim: the boundary's, or the first."""
@@ -123,6 +128,32 @@ def window_total(head_tokens: int, entries: list[Entry], anchor: Anchor | None) 
         reported + head_tokens - head_then + sum(e.tokens for e in entries if e.seq > anchor_seq),
         0,
     )
+
+
+def files_total(entries: list[Entry], anchor: Anchor | None) -> int:
+    """The files' part of a window's size: their estimates, corrected by reported usage as the
+    text is.
+
+    The server counts a request as one number, so which part of it the estimates got wrong is
+    unknown (an image's is the API's own formula, a PDF's the top of a two-fold range, text's
+    some 30% high). The messages the anchor covers weigh what the server counted less the head
+    as estimated then (what `window_total` makes of them); that weight is shared between their
+    files and their text in proportion to their estimates, so neither takes the other's error
+    and the meter's segments still add up to the total. Messages after the anchor count at
+    their estimates, as in `window_total`.
+    """
+    if anchor is None:
+        return sum(e.file_tokens for e in entries)
+    anchor_seq, reported, head_then = anchor
+    estimated = covered = after = 0
+    for e in entries:
+        if e.seq <= anchor_seq:
+            estimated += e.tokens
+            covered += e.file_tokens
+        else:
+            after += e.file_tokens
+    counted = max(reported - head_then, 0)
+    return after + (round(covered * counted / estimated) if estimated else 0)
 
 
 def post_tokens(state: WindowState, summary: str, cut: int) -> int:

@@ -98,6 +98,16 @@ def files(content: Iterable | None) -> list[dict]:
     return [meta for b in content or () if (meta := file_of(b)) is not None]
 
 
+def carried_files(content: Iterable | None) -> list[dict]:
+    """The descriptions of every file a message carries, in order: its own and those inside
+    its tool results (`read_attachment` gives a file back there)."""
+    found = []
+    for block in content or ():
+        inner = block.get("content") if type_of(block) == "tool_result" else None
+        found += files(inner) if isinstance(inner, list) else files([block])
+    return found
+
+
 def file_tokens(meta: dict) -> int:
     """What a file is estimated to cost in a request (its upload's estimate)."""
     tokens = meta.get("tokens")

@@ -35,11 +35,13 @@ def _pct(ctx: Panel, value: int) -> str:
 
 
 def _segments(ctx: Panel) -> list[tuple[str, str, str, str]]:
-    """(key, label, tokens, % of the budget) of each part of the window."""
+    """(key, label, tokens, % of the budget) of each part of the window: Files (those the kept
+    messages carry) only while there are some, as most conversations never have any."""
     parts = [
         ("system", "System prompt", ctx.system_tokens),
         ("summary", "Summary", ctx.summary_tokens),
         ("history", "Kept history", ctx.history_tokens),
+        *([("files", "Files", ctx.files_tokens)] if ctx.files_tokens else []),
         ("reserve", "Reply reserve", ctx.reserve),
     ]
     return [(key, label, f"{value:,}", _pct(ctx, value)) for key, label, value in parts]
@@ -54,10 +56,11 @@ def figures_html(ctx: Panel, oob: bool = False) -> SafeString:
     threshold_pct = _pct(ctx, ctx.threshold)
     segments = _segments(ctx)
     # SVG width and x are presentation attributes, not inline styles: the CSP allows them.
+    # The reply grows at the end of the window: before the room kept for it.
     meter = "".join(
-        f'<svg class="seg seg-{key}" width="{pct}%" height="100%" aria-hidden="true"><title>'
+        (_reply_segment(0, ctx.budget) if key == "reserve" else "")
+        + f'<svg class="seg seg-{key}" width="{pct}%" height="100%" aria-hidden="true"><title>'
         f"{label}: {value} tokens</title></svg>"
-        + (_reply_segment(0, ctx.budget) if key == "history" else "")
         for key, label, value, pct in segments
     )
     legend = "".join(
@@ -105,8 +108,8 @@ _LEFT, _RIGHT, _TOP, _BOTTOM = 38, 6, 6, 22
 
 
 def _reply_segment(tokens: int, budget: int, oob: str = "") -> str:
-    """Where a streaming reply grows on the meter, after the kept history (empty between
-    replies)."""
+    """Where a streaming reply grows on the meter, after the kept history and its files (empty
+    between replies)."""
     pct = f"{100 * tokens / budget:.1f}" if budget else "0.0"
     return (
         f'<svg id="meter-reply" class="seg-reply" width="{pct}%" height="100%" aria-hidden="true"'
