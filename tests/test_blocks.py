@@ -11,6 +11,7 @@ from providers.blocks import (
     answered_ids,
     block_text,
     call_ids,
+    carried_files,
     of_type,
     result_text,
     text_of,
@@ -131,3 +132,17 @@ def test_block_text_writes_what_the_model_is_sent_and_the_search_index_keeps_the
     assert block_text(IMAGE) == json.dumps(IMAGE, sort_keys=True)
     assert block_text(IMAGE, everything=False) == ""
     assert block_text({"type": "text", "text": "hi"}, everything=False) == "hi"
+
+
+def test_it_reads_the_files_a_message_carries_those_in_its_tool_results_too():
+    shot = {"id": 1, "name": "shot.png", "tokens": 640}
+    notes = {"id": 2, "name": "notes.md", "tokens": 9}
+    content = [
+        {"type": "text", "text": "Look."},
+        {"type": "image", "attachment": shot},
+        result([{"type": "text", "text": "Here."}, {"type": "document", "attachment": notes}]),
+        result("no file"),
+        IMAGE,  # the API's own block, holding its bytes: no upload named
+        *GARBAGE,
+    ]
+    assert carried_files(content) == [shot, notes]
