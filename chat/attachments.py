@@ -245,13 +245,18 @@ def take(user, conversation: Conversation, ids: list[int]) -> list[Attachment]:
     return [rows[pk] for pk in ids]
 
 
-def block(attachment: Attachment) -> dict:
-    """The block a message stores for a file (providers/blocks.py describes its shape)."""
+def block(attachment: Attachment, pages: tuple[int, int] | None = None) -> dict:
+    """The block a message stores for a file (providers/blocks.py describes its shape); with
+    `pages`, some pages of a PDF (read_attachment's), estimated at their share of the whole."""
     meta = described(attachment)
     if attachment.width and attachment.height:
         meta |= {"width": attachment.width, "height": attachment.height}
     if attachment.pages:
         meta["pages"] = attachment.pages
+    if pages is not None and attachment.pages:
+        first, last = pages
+        share = -(-attachment.tokens * (last - first + 1) // attachment.pages)  # rounded up
+        meta |= {"range": [first, last], "tokens": share}
     kind = "image" if attachment.media_type.startswith("image/") else "document"
     return {"type": kind, "attachment": meta}
 

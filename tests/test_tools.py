@@ -68,7 +68,7 @@ async def test_the_model_searches_its_history_and_answers_with_what_it_found(
     frames = await turn(alice, conversation, "When does the staging password rotate?", 4)
 
     first, second = fake_anthropic.requests
-    assert tool_names(first) == ["search_history", "read_messages"]
+    assert tool_names(first) == ["search_history", "read_messages", "read_attachment"]
     assert first["tools"] == second["tools"]  # the same bytes every step
     # The second step carries the first one's blocks and the result, paired by id.
     assistant, result = second["messages"][-2:]
