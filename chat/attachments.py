@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import re
 import unicodedata
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -259,6 +260,12 @@ def block(attachment: Attachment, pages: tuple[int, int] | None = None) -> dict:
         meta |= {"range": [first, last], "tokens": share}
     kind = "image" if attachment.media_type.startswith("image/") else "document"
     return {"type": kind, "attachment": meta}
+
+
+def words(attachments: Iterable[Attachment]) -> dict[int, tuple[str, str]]:
+    """What search finds the message carrying them by: each file's name and words (a text
+    file's or PDF's first TEXT_CHARS; an image has its name only)."""
+    return {a.pk: (a.name, a.text) for a in attachments}
 
 
 def attach(attachments: list[Attachment], message_id: int) -> None:

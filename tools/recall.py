@@ -152,6 +152,8 @@ def search_history(context: Context, arguments: dict) -> str:
         when = hit.created_at.strftime("%Y-%m-%d %H:%M")
         snippet = " ".join(marked(hit.snippet, "**", "**").split())
         head = f"#{hit.seq} · {hit.role} · {when} · score {hit.score:g}"
+        if hit.file:
+            head += f" · in {hit.file}"  # its words matched: read_attachment gives it whole
         if everywhere:
             head += " · " + _conversation(hit, context)
         lines.append(f"{head}\n  {snippet}")
