@@ -22,19 +22,11 @@ from pypdf import PdfReader
 from pypdf.errors import PyPdfError
 
 from core.errors import ActionError
-from providers.tokens import estimate_text
+from providers.tokens import estimate_text, image_tokens, pdf_tokens
 
 # The API scales an image whose long edge is longer than this (and so do we, before storing).
 LONG_EDGE = 1568
-# Anthropic's estimate for an image: width x height / 750 tokens, and an image past about
-# 1,600 tokens is scaled down by the API until it is within them.
-PIXELS_PER_TOKEN = 750
-IMAGE_MAX_TOKENS = 1600
-# A PDF page costs its text plus the page seen as an image: "1,500 to 3,000 tokens a page"
-# in Anthropic's PDF guide. We take the top of that range (estimates here err high, as the
-# text estimator's do, so the window is never believed smaller than it is) until the usage the
-# API reports corrects it.
-PDF_TOKENS_PER_PAGE = 3000
+# Each kind's token estimate (Anthropic's guides, erring high) is providers/tokens.py's.
 
 # Pillow's format name -> the media type stored and sent; the format we encode it in again.
 IMAGE_FORMATS = {
@@ -134,7 +126,7 @@ def _image(data: bytes, name: str, kind: str) -> Checked:
     else:
         kept.save(out, kind)
     width, height = kept.size
-    tokens = min(math.ceil(width * height / PIXELS_PER_TOKEN), IMAGE_MAX_TOKENS)
+    tokens = image_tokens(width, height)
     return Checked(IMAGE_FORMATS[kind], out.getvalue(), tokens, width=width, height=height)
 
 
@@ -194,7 +186,7 @@ def _pdf(data: bytes, name: str) -> Checked:
             f"“{name}” has {pages:,} pages: the limit is {limit:,} pages a PDF "
             "(ATTACHMENT_MAX_PDF_PAGES). Send the pages that matter."
         )
-    return Checked(PDF, data, pages * PDF_TOKENS_PER_PAGE, pages=pages, text=_pdf_text(reader))
+    return Checked(PDF, data, pdf_tokens(pages), pages=pages, text=_pdf_text(reader))
 
 
 def _pdf_text(reader: PdfReader) -> str:

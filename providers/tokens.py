@@ -17,6 +17,15 @@ from providers.blocks import block_text, file_of, file_tokens, type_of
 CHARS_PER_TOKEN = 3.0
 # Role markers and block framing cost a few tokens per message.
 MESSAGE_OVERHEAD = 4
+# Anthropic's estimate for an image: width x height / 750 tokens, and an image past about
+# 1,600 tokens is scaled down by the API until it is within them.
+PIXELS_PER_TOKEN = 750
+IMAGE_MAX_TOKENS = 1600
+# A PDF page costs its text plus the page seen as an image: "1,500 to 3,000 tokens a page"
+# in Anthropic's PDF guide. We take the top of that range (estimates here err high, as the
+# text estimator's do, so the window is never believed smaller than it is) until the usage the
+# API reports corrects it.
+PDF_TOKENS_PER_PAGE = 3000
 
 
 def estimate_length(chars: int) -> int:
@@ -26,6 +35,14 @@ def estimate_length(chars: int) -> int:
 
 def estimate_text(text: str) -> int:
     return estimate_length(len(text))
+
+
+def image_tokens(width: int, height: int) -> int:
+    return min(math.ceil(width * height / PIXELS_PER_TOKEN), IMAGE_MAX_TOKENS)
+
+
+def pdf_tokens(pages: int) -> int:
+    return pages * PDF_TOKENS_PER_PAGE
 
 
 def estimate_content(content: list[dict] | str) -> int:

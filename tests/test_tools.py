@@ -298,7 +298,7 @@ def test_the_demo_does_not_search_when_its_window_answers_or_no_tool_is_offered(
     asked = [*window, {"role": "user", "content": "What colour is the boat?"}]
     assert compose("", asked, can_search=True)[1] is None  # its window answers
     unknown = [*window, {"role": "user", "content": "Where is the lighthouse?"}]
-    assert compose("", unknown, can_search=True)[1]["query"] == "Where is the lighthouse?"
+    assert compose("", unknown, can_search=True)[1].input["query"] == "Where is the lighthouse?"
     assert compose("", unknown, can_search=False)[1] is None
 
 
