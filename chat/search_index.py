@@ -15,6 +15,7 @@ search/messages.py queries with.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from providers.blocks import block_text, files
@@ -49,9 +50,17 @@ def searchable_text(
     ids = [meta.get("id") for meta in files(content or [])]
     named = [uploads[pk] for pk in ids if uploads and isinstance(pk, int) and pk in uploads]
     share = (INDEXED_CHARS - length) // len(named) if named else 0
-    parts += [f"{name}\n{words}"[:share] for name, words in named if share > 0]
+    parts += [file_section(name, words)[:share] for name, words in named if share > 0]
     text = "\n".join(parts)[:INDEXED_CHARS]
     return text.replace(MARK_OPEN, "").replace(MARK_CLOSE, "")
+
+
+def file_section(name: str, words: str) -> str:
+    """A file as its message's search text holds it: its name, on a line of its own, and again
+    as words (PostgreSQL's parser reads "build-error.png" as one token, which "build error"
+    would not find), then its words."""
+    spaced = " ".join(re.split(r"[\W_]+", name)).strip()
+    return "\n".join([name, *([spaced] if spaced and spaced != name else []), words])
 
 
 # --- the index -----------------------------------------------------------------------------------

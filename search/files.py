@@ -16,7 +16,7 @@ from dataclasses import replace
 from django.db.models import Q
 
 from chat.models import Attachment
-from chat.search_index import MARK_CLOSE, MARK_OPEN
+from chat.search_index import MARK_CLOSE, MARK_OPEN, file_section
 from search.values import Hit
 
 
@@ -33,7 +33,7 @@ def named(user, hits: list[Hit]) -> list[Hit]:
     )
     by_message: dict[tuple[int, int], list[tuple[str, str]]] = {}
     for conversation_id, seq, name, text in rows.order_by("pk"):
-        by_message.setdefault((conversation_id, seq), []).append((name, f"{name}\n{text}"))
+        by_message.setdefault((conversation_id, seq), []).append((name, file_section(name, text)))
     return [
         replace(hit, file=found)
         if (found := found_in(hit.snippet, by_message.get((hit.conversation_id, hit.seq), [])))
