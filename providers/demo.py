@@ -28,7 +28,7 @@ from typing import NamedTuple
 
 from providers import demo_files
 from providers.answering import Asked, answers, asked
-from providers.blocks import block_text, tool_results, tool_uses, type_of
+from providers.blocks import block_text, tool_uses, type_of
 from providers.sent_files import as_references
 from providers.tokens import estimate_request, estimate_text
 from providers.values import (
@@ -148,10 +148,11 @@ def compose(
     """The whole reply, a pure function of the request: its text, and the tool it calls (None:
     the turn ends here): search_history when nothing in the window answers, read_attachment
     (`can_read`) when the question asks about a file cleared from it."""
-    results = _search_results(messages)
-    if results is not None and _last_call(messages).name == demo_files.READ_TOOL:
-        return _given_back(messages), None
-    if results is not None:
+    ended = _results(messages)
+    if ended is not None and _last_call(messages).name == demo_files.READ_TOOL:
+        return _given_back(ended, messages), None
+    if ended is not None:
+        results = "\n".join(block_text(b) for b in ended)
         search = _last_call(messages).input
         question = str(search.get("query", ""))
         everywhere = search.get("scope") == EVERYWHERE
@@ -160,9 +161,7 @@ def compose(
             arguments = {"query": question, "limit": SEARCH_LIMIT, "scope": EVERYWHERE}
             return text, Call(SEARCH_TOOL, arguments)
         return quote_hits(results, question, everywhere=everywhere), None
-    tokens = estimate_request(
-        system, [{**m, "content": as_references(m["content"])} for m in messages]
-    )
+    tokens = estimate_request(system, referenced(messages))
     summarised = _summarised(messages)
     head = (
         f"I'm the offline demo model. My window holds {_plural(len(messages), 'message')} "
@@ -231,10 +230,9 @@ def referenced(messages: list[dict]) -> list[dict]:
     return [{**m, "content": as_references(m.get("content"))} for m in messages]
 
 
-def _given_back(messages: list[dict]) -> str:
-    """The reply once read_attachment answered: the files it gave back, described for the
-    question (the person's latest message), or what the tool said went wrong."""
-    results = tool_results(messages[-1].get("content"))
+def _given_back(results: list[dict], messages: list[dict]) -> str:
+    """The reply once read_attachment answered (`results`): the files it gave back, described
+    for the question (the person's latest message), or what the tool said went wrong."""
     files = demo_files.received(results)
     question = next(
         (
@@ -256,23 +254,22 @@ def _present(window: list[dict]) -> set[str]:
     return {meta["name"] for m in window for meta, _ in demo_files.received(m.get("content"))}
 
 
-def _search_results(messages: list[dict]) -> str | None:
-    """The text of a search_history result, when the request ends with one (its next step)."""
+def _results(messages: list[dict]) -> list[dict] | None:
+    """The tool results the request ends with (its next step), or None."""
     if not messages or messages[-1].get("role") != "user":
         return None
     results = [b for b in messages[-1].get("content") or [] if isinstance(b, dict)]
     if any(type_of(b) != "tool_result" for b in results):
         return None  # a message the user typed (after an earlier turn's results): answer it
-    if not results:
-        return None
-    return "\n".join(block_text(b) for b in results)
+    return results or None
 
 
 def _last_call(messages: list[dict]) -> Call:
     """The tool call whose results end the request (an empty one if there is none)."""
     before = messages[-2] if len(messages) >= 2 else {}
-    calls = tool_uses(before.get("content")) if before.get("role") == "assistant" else []
-    if not calls or not isinstance(before.get("content"), list):
+    content = before.get("content") if before.get("role") == "assistant" else None
+    calls = tool_uses(content) if isinstance(content, list) else []
+    if not calls:
         return Call("", {})
     return Call(str(calls[-1].get("name", "")), calls[-1].get("input") or {})
 

@@ -131,3 +131,13 @@ def test_it_does_not_read_again_a_file_still_in_its_window():
     assert call is None and "The staging proxy listens on port 8443." in text
     text, call = compose("", [window[0], window[1], window[-1]], can_search=True, can_read=True)
     assert call.name == "read_attachment" and call.input == {"seq": 1, "name": "notes.md"}
+
+
+def test_when_the_file_cannot_be_read_again_it_says_why():
+    asked = {"role": "user", "content": "What did notes.md say?"}
+    call = {"type": "tool_use", "id": "toolu_1", "name": "read_attachment", "input": {"seq": 1}}
+    error = "No file of this conversation matches #1 (not found)."
+    result = {"type": "tool_result", "tool_use_id": "toolu_1", "content": error, "is_error": True}
+    calling = {"role": "assistant", "content": [call]}
+    text, again = compose("", [asked, calling, {"role": "user", "content": [result]}])
+    assert again is None and text == f"I could not read the file again: {error}"
