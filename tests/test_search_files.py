@@ -139,3 +139,15 @@ async def test_an_image_is_found_by_its_name(async_client, alice, conversation, 
     await send(alice, conversation, "", [("build-error.png", sample_files.image())], 2)
     hits = await sync_to_async(search)(alice, "build error")
     assert (hits[0].seq, hits[0].file) == (1, "build-error.png")  # then its reply, by context
+
+
+async def test_a_files_name_is_escaped_on_the_search_page(
+    async_client, alice, conversation, fake_anthropic
+):
+    fake_anthropic.enqueue_reply(["Ok."])
+    name = "<img src=x onerror=alert(1)>.md"
+    await send(alice, conversation, "", [(name, b"The kestrel nests on the roof.\n")], 2)
+    await async_client.aforce_login(alice)
+    page = (await async_client.get("/search/", {"q": "kestrel nests"})).content.decode()
+    assert "in &lt;img src=x onerror=alert(1)&gt;.md</span>" in page
+    assert "<img src=x" not in page
