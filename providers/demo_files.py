@@ -43,7 +43,7 @@ def received(content: object) -> list[tuple[dict, str]]:
 def block_words(block: dict) -> str:
     """A block as the demo reads it: a document as its words, an image as nothing (the line
     before it names it), a tool result's files the same way, anything else as text."""
-    if described(block) is not None:
+    if type_of(block) in ("image", "document") and isinstance(block.get("source"), dict):
         return words(block)
     if type_of(block) == "tool_result":
         return result_text(block, other=block_words)

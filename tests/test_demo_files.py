@@ -16,9 +16,11 @@ from django.core.files.storage import storages
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from chat import attachments
+from chat.models import Message
 from compaction.models import Compaction
 from providers import registry
 from providers.demo import DemoClient, compose
+from providers.tokens import estimate_text
 from support.waiting import settle
 from tests import sample_files
 from tests.conftest import receive_until, shows, socket_for
@@ -59,6 +61,11 @@ async def test_it_describes_each_file_and_the_line_that_best_matches_the_questio
     await ws.disconnect()
 
     answer = (await reply(conversation, 2)).content[-1]["text"]
+    # Its files counted as the app counts them (a base64 image is not text): the window's
+    # size it reports is the system prompt's and the stored message's estimates.
+    message = await Message.objects.aget(conversation=conversation, seq=1)
+    window = estimate_text(conversation.system_prompt) + message.tokens
+    assert f"My window holds 1 message (about {window} tokens)" in answer
     assert f"You said: “{question}”" in answer  # the typed words, not the files' lines
     assert (
         f"- notes.md: a text file, {len(NOTES)} bytes, about {notes.tokens} tokens; the line "
