@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import re
 import unicodedata
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -268,15 +269,26 @@ def take(user, conversation: Conversation, ids: list[int]) -> list[Attachment]:
     return [rows[pk] for pk in ids]
 
 
-def block(attachment: Attachment) -> dict:
-    """The block a message stores for a file (providers/blocks.py describes its shape)."""
+def block(attachment: Attachment, pages: tuple[int, int] | None = None) -> dict:
+    """The block a message stores for a file (providers/blocks.py describes its shape); with
+    `pages`, some pages of a PDF (read_attachment's), estimated at their share of the whole."""
     meta = described(attachment)
     if attachment.width and attachment.height:
         meta |= {"width": attachment.width, "height": attachment.height}
     if attachment.pages:
         meta["pages"] = attachment.pages
+    if pages is not None and attachment.pages:
+        first, last = pages
+        share = -(-attachment.tokens * (last - first + 1) // attachment.pages)  # rounded up
+        meta |= {"range": [first, last], "tokens": share}
     kind = "image" if attachment.media_type.startswith("image/") else "document"
     return {"type": kind, "attachment": meta}
+
+
+def words(attachments: Iterable[Attachment]) -> dict[int, tuple[str, str]]:
+    """What search finds the message carrying them by: each file's name and words (a text
+    file's or PDF's first TEXT_CHARS; an image has its name only)."""
+    return {a.pk: (a.name, a.text) for a in attachments}
 
 
 def attach(attachments: list[Attachment], message_id: int) -> None:

@@ -9,6 +9,9 @@ read from storage:
 - a text file: `{"type": "document", "source": {"type": "text", "media_type": "text/plain",
   "data": text}, "title": name}`.
 
+A PDF block whose description carries `"range": [first, last]` (read_attachment's, asked for
+some pages of a long one) is sent as a PDF of those pages only, cut by pypdf.
+
 An export keeps the name in the block itself (`"title"`, an image's too), so an import can give
 the file back its name. One query per request, for every file in it, whatever the window's
 length.
@@ -17,7 +20,10 @@ length.
 from __future__ import annotations
 
 import base64
+import io
 from collections.abc import Iterable
+
+from pypdf import PdfReader, PdfWriter
 
 from chat.file_checks import PDF, TEXT
 from chat.models import Attachment
@@ -41,6 +47,16 @@ def for_request(messages: list[dict], owner_id: int) -> list[dict]:
 def names_files(messages: list[dict]) -> bool:
     """Whether any of `messages` holds a file block (else a request needs no storage at all)."""
     return bool(_ids(m.get("content") for m in messages))
+
+
+def file_ids(content: list) -> set[int]:
+    """The uploads a message's content names, in a tool result too (read_attachment's)."""
+    return _ids([content])
+
+
+def label(block: dict) -> str:
+    """A file block as one line: "image: build-error.png, 800×600 px, 640 tokens"."""
+    return file_label(file_of(block) or {})
 
 
 def for_export(content: list, rows: dict[int, Attachment]) -> list:
@@ -86,14 +102,29 @@ def _content(content: list, rows: dict[int, Attachment], *, labelled: bool) -> l
             continue
         if labelled and type_of(block) == "image":
             out.append({"type": "text", "text": f"[{file_label(meta)}]"})
-        out.append(api_block(row, titled_image=not labelled))
+        out.append(api_block(row, titled_image=not labelled, pages=_range(meta, row)))
     return out
 
 
-def api_block(attachment: Attachment, *, titled_image: bool = False) -> dict:
-    """One upload as the API's block, its bytes read from storage."""
+def _range(meta: dict, row: Attachment) -> tuple[int, int] | None:
+    """The pages a PDF's block asks for, when they are some of its pages (None: all)."""
+    wanted = meta.get("range")
+    if row.media_type != PDF or not isinstance(wanted, list) or len(wanted) != 2:
+        return None
+    first, last = wanted
+    if not all(isinstance(n, int) for n in wanted) or not 1 <= first <= last <= row.pages:
+        return None
+    return first, last
+
+
+def api_block(
+    attachment: Attachment, *, titled_image: bool = False, pages: tuple[int, int] | None = None
+) -> dict:
+    """One upload as the API's block, its bytes read from storage (a PDF's `pages` only)."""
     with attachment.file.open("rb") as stored:
         data = stored.read()
+    if pages is not None:
+        data = _pdf_pages(data, *pages)
     if attachment.media_type == TEXT:
         source = {"type": "text", "media_type": TEXT, "data": data.decode("utf-8")}
         return {"type": "document", "source": source, "title": attachment.name}
@@ -106,3 +137,14 @@ def api_block(attachment: Attachment, *, titled_image: bool = False) -> dict:
         return {"type": "document", "source": source, "title": attachment.name}
     block = {"type": "image", "source": source}
     return {**block, "title": attachment.name} if titled_image else block
+
+
+def _pdf_pages(data: bytes, first: int, last: int) -> bytes:
+    """A PDF of pages `first` to `last` (from 1) of the PDF `data`."""
+    reader = PdfReader(io.BytesIO(data), strict=False)
+    writer = PdfWriter()
+    for page in reader.pages[first - 1 : last]:
+        writer.add_page(page)
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()

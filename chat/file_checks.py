@@ -22,14 +22,11 @@ from pypdf import PdfReader
 from pypdf.errors import PyPdfError
 
 from core.errors import ActionError
-from providers.tokens import PDF_TOKENS_PER_PAGE, estimate_text, image_tokens
+from providers.tokens import estimate_text, image_tokens, pdf_tokens
 
 # The API scales an image whose long edge is longer than this (and so do we, before storing).
 LONG_EDGE = 1568
-# A file's tokens are estimated as providers/tokens.py estimates the API's blocks: an image by
-# its pixels (at most 1,600), a PDF page at the top of the PDF guide's "1,500 to 3,000 tokens a
-# page" (estimates here err high, as the text estimator's do, so the window is never believed
-# smaller than it is) until the usage the API reports corrects it.
+# Each kind's token estimate (Anthropic's guides, erring high) is providers/tokens.py's.
 
 # Pillow's format name -> the media type stored and sent; the format we encode it in again.
 IMAGE_FORMATS = {
@@ -189,7 +186,7 @@ def _pdf(data: bytes, name: str) -> Checked:
             f"“{name}” has {pages:,} pages: the limit is {limit:,} pages a PDF "
             "(ATTACHMENT_MAX_PDF_PAGES). Send the pages that matter."
         )
-    return Checked(PDF, data, pages * PDF_TOKENS_PER_PAGE, pages=pages, text=_pdf_text(reader))
+    return Checked(PDF, data, pdf_tokens(pages), pages=pages, text=_pdf_text(reader))
 
 
 def _pdf_text(reader: PdfReader) -> str:

@@ -15,7 +15,10 @@ search/messages.py queries with.
 
 from __future__ import annotations
 
-from providers.blocks import block_text
+import re
+from collections.abc import Mapping
+
+from providers.blocks import block_text, files
 
 # How much of a message is indexed: its first this many characters. PostgreSQL refuses a
 # tsvector over 1 MB ("string is too long for tsvector"): a message of 1.5 MB of distinct words
@@ -29,9 +32,13 @@ INDEXED_CHARS = 100_000
 MARK_OPEN, MARK_CLOSE = "\ue000", "\ue001"
 
 
-def searchable_text(content: list[dict]) -> str:
+def searchable_text(
+    content: list[dict], uploads: Mapping[int, tuple[str, str]] | None = None
+) -> str:
     """The words of a message: its text, its tool calls (name and input), its tool results;
-    the first INDEXED_CHARS of them."""
+    with `uploads` (a sent message's files: id -> name and words), each file block's name and
+    words after them. The first INDEXED_CHARS in all: the message's own words first, then each
+    file its equal share of what they leave (one long log does not hide the file after it)."""
     parts, length = [], 0
     for block in content or []:
         part = block_text(block, everything=False)
@@ -40,8 +47,20 @@ def searchable_text(content: list[dict]) -> str:
             length += len(part) + 1
             if length > INDEXED_CHARS:
                 break  # a long message's later blocks are not read at all
+    ids = [meta.get("id") for meta in files(content or [])]
+    named = [uploads[pk] for pk in ids if uploads and isinstance(pk, int) and pk in uploads]
+    share = (INDEXED_CHARS - length) // len(named) if named else 0
+    parts += [file_section(name, words)[:share] for name, words in named if share > 0]
     text = "\n".join(parts)[:INDEXED_CHARS]
     return text.replace(MARK_OPEN, "").replace(MARK_CLOSE, "")
+
+
+def file_section(name: str, words: str) -> str:
+    """A file as its message's search text holds it: its name, on a line of its own, and again
+    as words (PostgreSQL's parser reads "build-error.png" as one token, which "build error"
+    would not find), then its words."""
+    spaced = " ".join(re.split(r"[\W_]+", name)).strip()
+    return "\n".join([name, *([spaced] if spaced and spaced != name else []), words])
 
 
 # --- the index -----------------------------------------------------------------------------------

@@ -80,6 +80,7 @@ def without_empty_text(content: Iterable | None) -> list:
 # a PDF or a text file) that names its upload instead of holding its bytes:
 #     {"type": "image", "attachment": {"id", "name", "media_type", "bytes", "tokens",
 #                                      "width", "height", "pages"}}
+# (and "range": [first, last] when read_attachment gives back some pages of a PDF)
 # (chat/attachments.py writes it, and turns it into the API's base64 or text block just before a
 # request or an export). The rows stay small, and every reader here works without the bytes.
 FILE_TYPES = ("image", "document")
@@ -124,6 +125,9 @@ def file_label(meta: dict) -> str:
         size = f", {meta['width']}×{meta['height']} px"
     elif meta.get("pages"):
         size = f", {meta['pages']:,} page{'s' if meta['pages'] != 1 else ''}"
+        if isinstance(meta.get("range"), list) and len(meta["range"]) == 2:
+            # Some pages of it, given back by read_attachment: "pages 2–3 of 5".
+            size = f", pages {meta['range'][0]}–{meta['range'][1]} of {meta['pages']:,}"
     return f"{kind}: {meta.get('name') or 'file'}{size}, {file_tokens(meta):,} tokens"
 
 

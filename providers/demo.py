@@ -11,6 +11,12 @@ asks about (providers/answering.py): not an echo of the question, nor a message 
 words without saying it. When nothing in the conversation answers, it searches the user's other
 conversations (scope "all") and links to the message it found there; when nothing there answers
 either, it says it found nothing.
+
+Files (providers/demo_files.py): for each file the latest message brought it says its name,
+kind, size and token cost, and for a text file or a PDF the line that best matches the
+question; asked about a file cleared from its window (a line names it), it calls
+`read_attachment` for it, and describes the file that comes back, so a person without an API
+key sees files go in, get cleared and come back.
 """
 
 from __future__ import annotations
@@ -18,10 +24,13 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import AsyncIterator
+from typing import NamedTuple
 
+from providers import demo_files
 from providers.answering import Asked, answers, asked
-from providers.blocks import block_text, type_of
-from providers.tokens import estimate_request, estimate_text
+from providers.blocks import block_text, tool_uses, type_of
+from providers.sent_files import estimated
+from providers.tokens import estimate_text
 from providers.values import (
     Capabilities,
     Event,
@@ -64,36 +73,50 @@ class DemoClient:
         )
 
     async def stream(self, request: Request) -> AsyncIterator[Event]:
-        offers_search = any(t.get("name") == SEARCH_TOOL for t in request.tools)
-        text, arguments = compose(request.system, request.messages, can_search=offers_search)
+        offered = {t.get("name") for t in request.tools}
+        # Its files' words are read with pypdf: off the event loop.
+        text, call = await asyncio.to_thread(
+            compose,
+            request.system,
+            request.messages,
+            can_search=SEARCH_TOOL in offered,
+            can_read=demo_files.READ_TOOL in offered,
+        )
         for i, chunk in enumerate(re.findall(r"\S+\s*", text)):
             if i:
                 # Zero still yields to the loop, so a stop request can land between words.
                 await asyncio.sleep(self.word_delay)
             yield TextDelta(chunk)
         content = [{"type": "text", "text": text}]
-        if arguments is not None:
-            call = {
+        if call is not None:
+            use = {
                 "type": "tool_use",
                 "id": f"toolu_demo_{len(request.messages)}",
-                "name": SEARCH_TOOL,
-                "input": arguments,
+                "name": call.name,
+                "input": call.input,
             }
-            content.append(call)
-            yield ToolUseStart(1, call["id"], SEARCH_TOOL)
-            yield ToolUseStop(1, call["id"], SEARCH_TOOL, call["input"])
+            content.append(use)
+            yield ToolUseStart(1, use["id"], call.name)
+            yield ToolUseStop(1, use["id"], call.name, call.input)
         usage = Usage(
-            input_tokens=estimate_request(request.system, request.messages),
+            input_tokens=estimated(request.system, request.messages),
             output_tokens=estimate_text(text),
             cache_read_input_tokens=0,
             cache_creation_input_tokens=0,
         )
         yield Final(
             content=content,
-            stop_reason="tool_use" if arguments is not None else "end_turn",
+            stop_reason="tool_use" if call is not None else "end_turn",
             usage=usage,
             model=MODEL,
         )
+
+
+class Call(NamedTuple):
+    """A tool the demo calls: its name and input."""
+
+    name: str
+    input: dict
 
 
 SEARCH_TOOL = "search_history"
@@ -119,20 +142,26 @@ QUESTION_RE = re.compile(r"[^.!?\n]*\?")
 CITED_RE = re.compile(r'^- \(#(\d+)\) "?(.+?)"?$')
 
 
-def compose(system: str, messages: list[dict], *, can_search: bool = False):
-    """The whole reply, a pure function of the request: its text, and the search_history
-    arguments to search the history with when nothing in the window answers (None: the turn
-    ends here)."""
-    results = _search_results(messages)
-    if results is not None:
-        search = _last_search(messages) or {}
+def compose(
+    system: str, messages: list[dict], *, can_search: bool = False, can_read: bool = False
+) -> tuple[str, Call | None]:
+    """The whole reply, a pure function of the request: its text, and the tool it calls (None:
+    the turn ends here): search_history when nothing in the window answers, read_attachment
+    (`can_read`) when the question asks about a file cleared from it."""
+    ended = _results(messages)
+    if ended is not None and _last_call(messages).name == demo_files.READ_TOOL:
+        return _given_back(ended, messages), None
+    if ended is not None:
+        results = "\n".join(block_text(b) for b in ended)
+        search = _last_call(messages).input
         question = str(search.get("query", ""))
         everywhere = search.get("scope") == EVERYWHERE
         if can_search and not everywhere and not _answers(results, asked(question)):
             text = "Nothing in this conversation answers it; I'll look in your other ones."
-            return text, {"query": question, "limit": SEARCH_LIMIT, "scope": EVERYWHERE}
+            arguments = {"query": question, "limit": SEARCH_LIMIT, "scope": EVERYWHERE}
+            return text, Call(SEARCH_TOOL, arguments)
         return quote_hits(results, question, everywhere=everywhere), None
-    tokens = estimate_request(system, messages)
+    tokens = estimated(system, messages)
     summarised = _summarised(messages)
     head = (
         f"I'm the offline demo model. My window holds {_plural(len(messages), 'message')} "
@@ -152,53 +181,91 @@ def compose(system: str, messages: list[dict], *, can_search: bool = False):
         parts.append("There is no user message in my window to answer.")
         return "\n\n".join(parts), None
 
-    said = " ".join(_message_text(messages[last]).split())
+    said = " ".join(demo_files.typed(messages[last].get("content")).split())
     parts.append(f"You said: “{_short(said, 160)}”")
-    query = None
-    if "?" in said:
+    files = demo_files.received(messages[last].get("content"))
+    described, answered = demo_files.describe(files, said)
+    if described:
+        parts.append("\n".join([f"You sent {_plural(len(files), 'file')}:", *described]))
+    call = None
+    if "?" in said and not answered:
         window = messages[:last] + messages[last + 1 :]
+        present = _present(window)
+        # A file the question names, cleared from the window: read it again (unless one of
+        # that name is in the window anyway).
+        lost = can_read and demo_files.cleared_asked_about(
+            "\n".join(_message_text(m) for m in window), said, present
+        )
+        # A file named in the question is where to look, not what a line must say.
+        about = said
+        for name in present:
+            about = re.sub(re.escape(name), " ", about, flags=re.IGNORECASE)
         # With the recall tool at hand, only a line that holds what the question asks about
         # answers it from the window (a line about the otter does not answer a question about
         # the ocelot); otherwise the history is searched. Without the tool, the line sharing
         # half the words will do: it is shown as the best match, not as an answer.
-        line = _best_line(said, window, strict=can_search)
-        if line:
+        line = None if lost else _best_line(about, window, strict=can_search)
+        if lost:
+            parts.append(
+                f"{lost['name']} (message #{lost['seq']}) was cleared from my window; "
+                "I'll read it again."
+            )
+            call = Call(demo_files.READ_TOOL, lost)
+        elif line:
             parts.append(
                 _cited(line)
                 or "The line in my window that best matches your question:\n\n> " + _short(line)
             )
         elif can_search:
             parts.append("Nothing in my window matches your question; I'll search our history.")
-            query = {"query": _short(said, 200), "limit": SEARCH_LIMIT}
+            call = Call(SEARCH_TOOL, {"query": _short(said, 200), "limit": SEARCH_LIMIT})
         else:
             parts.append("Nothing in my window matches your question.")
-    return "\n\n".join(parts), query
+    return "\n\n".join(parts), call
 
 
-def _search_results(messages: list[dict]) -> str | None:
-    """The text of a search_history result, when the request ends with one (its next step)."""
+def _given_back(results: list[dict], messages: list[dict]) -> str:
+    """The reply once read_attachment answered (`results`): the files it gave back, described
+    for the question (the person's latest message), or what the tool said went wrong."""
+    files = demo_files.received(results)
+    question = next(
+        (
+            typed
+            for m in reversed(messages)
+            if m.get("role") == "user" and (typed := demo_files.typed(m.get("content")))
+        ),
+        "",
+    )
+    if not files:
+        said = " ".join(block_text(b) for b in results)
+        return f"I could not read the file again: {_short(said)}"
+    described, _ = demo_files.describe(files, " ".join(question.split()))
+    return "\n".join(["I read it again with read_attachment:", *described])
+
+
+def _present(window: list[dict]) -> set[str]:
+    """The names of the files in the window (sent, or given back by read_attachment)."""
+    return {meta["name"] for m in window for meta, _ in demo_files.received(m.get("content"))}
+
+
+def _results(messages: list[dict]) -> list[dict] | None:
+    """The tool results the request ends with (its next step), or None."""
     if not messages or messages[-1].get("role") != "user":
         return None
     results = [b for b in messages[-1].get("content") or [] if isinstance(b, dict)]
     if any(type_of(b) != "tool_result" for b in results):
         return None  # a message the user typed (after an earlier turn's results): answer it
-    if not results:
-        return None
-    return "\n".join(block_text(b) for b in results)
+    return results or None
 
 
-def _last_search(messages: list[dict]) -> dict | None:
-    """The arguments of the search whose results end the request."""
-    if len(messages) < 2 or messages[-2].get("role") != "assistant":
-        return None
-    content = messages[-2].get("content")
-    blocks = content if isinstance(content, list) else []
-    calls = [
-        b.get("input") or {}
-        for b in blocks
-        if type_of(b) == "tool_use" and b.get("name") == SEARCH_TOOL
-    ]
-    return calls[-1] if calls else None
+def _last_call(messages: list[dict]) -> Call:
+    """The tool call whose results end the request (an empty one if there is none)."""
+    before = messages[-2] if len(messages) >= 2 else {}
+    content = before.get("content") if before.get("role") == "assistant" else None
+    calls = tool_uses(content) if isinstance(content, list) else []
+    if not calls:
+        return Call("", {})
+    return Call(str(calls[-1].get("name", "")), calls[-1].get("input") or {})
 
 
 def _answers(results: str, question: Asked) -> list[tuple[int, str, str, str]]:
@@ -311,7 +378,7 @@ def _message_text(message: dict) -> str:
     content = message.get("content", "")
     if isinstance(content, str):
         return content
-    return "\n".join(block_text(b) for b in content)
+    return "\n".join(demo_files.block_words(b) for b in content)
 
 
 def _plural(n: int, word: str) -> str:

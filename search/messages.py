@@ -28,7 +28,7 @@ from chat.models import UNSTARTED
 from chat.search_index import MARK_CLOSE, MARK_OPEN
 from chat.transcript import trees
 from core.db import as_datetime
-from search import semantic
+from search import files, semantic
 from search.context import CONTEXT_WEIGHT, Key, Match, givers, in_context, pool
 from search.query import Query, parse
 from search.values import Hit, Scope
@@ -101,7 +101,7 @@ def ranked(user, query: Query, scope: Scope, *, limit: int) -> list[Hit]:
     """The one ranking people and the model search with: the lexical hits fused with the
     messages nearest in meaning (search/semantic.py; with EMBEDDINGS=none, the lexical hits)."""
     found = lexical(user, query, scope, limit=semantic.lexical_limit(limit))
-    return semantic.hybrid(user, query, found, scope, limit=limit)
+    return files.named(user, semantic.hybrid(user, query, found, scope, limit=limit))
 
 
 def lexical(

@@ -20,6 +20,8 @@ class Hit:
     score: float  # higher is better; comparable within one search only
     # Another version, off the branch on screen: where it leaves the branch (None: on it).
     fork: Fork | None = None
+    # The file of the message the matched words are in (its name), "" for its own words.
+    file: str = ""
 
     @property
     def shown_seq(self) -> int:

@@ -16,7 +16,8 @@ import asyncio
 import copy
 from dataclasses import dataclass, field
 
-from providers.tokens import estimate_request, estimate_text
+from providers.sent_files import estimated
+from providers.tokens import estimate_text
 from providers.values import Capabilities, Final, LLMError, Request, TextDelta, Usage
 
 DEFAULT_REPLY = ["This ", "is ", "the ", "fake ", "model."]
@@ -131,7 +132,7 @@ class FakeClient:
             usage = script.usage
         else:
             usage = {
-                "input_tokens": estimate_request(request.system, request.messages),
+                "input_tokens": estimated(request.system, request.messages),
                 "output_tokens": estimate_text(text),
             }
             usage.update(script.usage or {})

@@ -10,6 +10,7 @@ from pathlib import Path
 from django.core.files.storage import storages
 from PIL import Image
 from pypdf import PdfWriter
+from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
 
 
 def image(kind: str = "PNG", size: tuple[int, int] = (800, 600), **save) -> bytes:
@@ -38,6 +39,35 @@ def pdf(pages: int = 3, *, password: str | None = None) -> bytes:
         writer.add_blank_page(width=612, height=792)
     if password:
         writer.encrypt(password)
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+def pdf_with_text(pages: list[list[str]]) -> bytes:
+    """A PDF whose pages hold these lines of text (Helvetica, which pypdf reads back)."""
+    writer = PdfWriter()
+    font = DictionaryObject(
+        {
+            NameObject("/Type"): NameObject("/Font"),
+            NameObject("/Subtype"): NameObject("/Type1"),
+            NameObject("/BaseFont"): NameObject("/Helvetica"),
+        }
+    )
+    for lines in pages:
+        page = writer.add_blank_page(width=612, height=792)
+        said = [
+            line.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)") for line in lines
+        ]
+        stream = DecodedStreamObject()
+        stream.set_data(
+            "\n".join(
+                ["BT /F1 12 Tf 14 TL 72 720 Td", *(f"({s}) Tj T*" for s in said), "ET"]
+            ).encode("latin-1")
+        )
+        page.replace_contents(stream)
+        fonts = DictionaryObject({NameObject("/F1"): font})
+        page[NameObject("/Resources")] = DictionaryObject({NameObject("/Font"): fonts})
     out = io.BytesIO()
     writer.write(out)
     return out.getvalue()

@@ -90,7 +90,7 @@ async def test_a_server_that_does_not_start_leaves_the_chat_working(
     fake_anthropic.enqueue_reply(["Still here."])
     await turn(alice, conversation, "hello")
     offered = [t["name"] for t in fake_anthropic.requests[0]["tools"]]
-    assert offered == ["search_history", "read_messages"]
+    assert offered == ["search_history", "read_messages", "read_attachment"]
     reply = await Message.objects.aget(conversation=conversation, seq=2)
     assert reply.status == "complete"
 
@@ -107,7 +107,9 @@ async def test_the_tool_switches_list_every_tool_and_save_the_choice(
     response = await async_client.post(url, {"enabled": ["search_history", "time__convert_time"]})
     assert response.status_code in (200, 302)
     saved = await Conversation.objects.aget(pk=conversation.pk)
-    assert sorted(saved.disabled_tools) == ["read_messages", "time__get_current_time"]
+    assert sorted(saved.disabled_tools) == [
+        "read_attachment", "read_messages", "time__get_current_time"
+    ]  # fmt: skip
     await async_client.aforce_login(bob)
     assert (await async_client.get(url)).status_code == 404
     assert (await async_client.post(url, {"enabled": []})).status_code == 404

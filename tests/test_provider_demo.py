@@ -312,11 +312,11 @@ def test_nothing_found_here_sends_it_to_the_other_conversations():
 
     nothing = f"No message of this conversation matches {QUESTION!r}."
     text, arguments = compose(SYSTEM, searched_everywhere(nothing), can_search=True)
-    assert arguments == {"query": QUESTION, "limit": 5, "scope": "all"}
+    assert arguments.input == {"query": QUESTION, "limit": 5, "scope": "all"}
     assert "other" in text
     # Only echoes of the question here are no answer either.
     echoes = "1 best matches:\n#13 · user · 2026-12-04 10:03 · score 2\n  What was my **name**?"
-    assert compose(SYSTEM, searched_everywhere(echoes), can_search=True)[1]["scope"] == "all"
+    assert compose(SYSTEM, searched_everywhere(echoes), can_search=True)[1].input["scope"] == "all"
     # Having looked everywhere, it says what it found (here: nothing) and stops.
     text, arguments = compose(SYSTEM, searched_everywhere(nothing, "all"), can_search=True)
     assert arguments is None and "found nothing" in text

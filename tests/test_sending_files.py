@@ -152,6 +152,7 @@ async def test_the_files_sent_cost_what_their_uploads_were_estimated_at(
 ):
     """The offline models count a request's files as the uploads were counted: by the image's
     pixels, the PDF's pages, the text's length (never the base64 as text)."""
+    from providers.sent_files import as_references
     from providers.tokens import estimate_block
 
     fake_anthropic.enqueue_reply(["Counted."])
@@ -159,4 +160,4 @@ async def test_the_files_sent_cost_what_their_uploads_were_estimated_at(
         alice, conversation, {"message": "count", "attachments": [a.pk for a in three_files]}, 2
     )
     sent = [b for b in fake_anthropic.requests[0]["messages"][-1]["content"] if b["type"] != "text"]
-    assert [estimate_block(b) for b in sent] == [a.tokens for a in three_files]
+    assert [estimate_block(b) for b in as_references(sent)] == [a.tokens for a in three_files]

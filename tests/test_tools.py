@@ -68,7 +68,7 @@ async def test_the_model_searches_its_history_and_answers_with_what_it_found(
     frames = await turn(alice, conversation, "When does the staging password rotate?", 4)
 
     first, second = fake_anthropic.requests
-    assert tool_names(first) == ["search_history", "read_messages"]
+    assert tool_names(first) == ["search_history", "read_messages", "read_attachment"]
     assert first["tools"] == second["tools"]  # the same bytes every step
     # The second step carries the first one's blocks and the result, paired by id.
     assistant, result = second["messages"][-2:]
@@ -298,7 +298,7 @@ def test_the_demo_does_not_search_when_its_window_answers_or_no_tool_is_offered(
     asked = [*window, {"role": "user", "content": "What colour is the boat?"}]
     assert compose("", asked, can_search=True)[1] is None  # its window answers
     unknown = [*window, {"role": "user", "content": "Where is the lighthouse?"}]
-    assert compose("", unknown, can_search=True)[1]["query"] == "Where is the lighthouse?"
+    assert compose("", unknown, can_search=True)[1].input["query"] == "Where is the lighthouse?"
     assert compose("", unknown, can_search=False)[1] is None
 
 

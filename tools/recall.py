@@ -1,6 +1,8 @@
 """The built-in recall tools: the model searches and reads its conversation's whole transcript,
 the compacted part included, so nothing folded into a summary is out of its reach; asked, it
-searches and reads the user's other conversations too (never another user's). Only its own
+searches and reads the user's other conversations too (never another user's), and is given a
+file of theirs again (`read_attachment`: a file cleared from the window or folded into a
+summary comes back, for the turn that asks). Only its own
 branch: other versions of a message (regenerated replies, edited messages) are not part of the
 history it is answering (in another conversation: the branch on the user's screen).
 
@@ -13,7 +15,9 @@ from __future__ import annotations
 from django.conf import settings
 from django.urls import reverse
 
-from chat.models import UNSTARTED, Conversation, Message
+from chat.attachments import block
+from chat.file_blocks import file_ids, label
+from chat.models import UNSTARTED, Attachment, Conversation, Message
 from chat.transcript import trees
 from compaction.prompt import render_block
 from search.messages import search_branch
@@ -84,7 +88,42 @@ READ_MESSAGES = {
     },
 }
 
-DEFINITIONS = (SEARCH_HISTORY, READ_MESSAGES)
+READ_ATTACHMENT = {
+    "name": "read_attachment",
+    "description": (
+        "See a file of this user's again (an image, a PDF, a text file) for this turn: one "
+        "cleared from your window or folded into the summary, named by a line such as "
+        "[image: build-error.png (#12), 1,045 tokens, cleared: read_attachment brings it back]. "
+        "Name it by the message number (seq, 12 there) and/or its name, or by attachment_id. "
+        "For a long PDF, ask for the pages you need (from_page, to_page): each page costs "
+        "tokens."
+    ),
+    "input_schema": {
+        "type": "object",
+        "properties": {
+            "attachment_id": {
+                "type": "integer",
+                "minimum": 1,
+                "description": "The file's id, in any conversation of this user's.",
+            },
+            "seq": {
+                "type": "integer",
+                "minimum": 1,
+                "description": "The number of the message that holds it (#seq).",
+            },
+            "name": {"type": "string", "description": "The file's name, as the line says it."},
+            "conversation_id": {
+                "type": "integer",
+                "minimum": 1,
+                "description": "With seq or name: another conversation of theirs (default: this).",
+            },
+            "from_page": {"type": "integer", "minimum": 1, "description": "A PDF's first page."},
+            "to_page": {"type": "integer", "minimum": 1, "description": "A PDF's last page."},
+        },
+    },
+}
+
+DEFINITIONS = (SEARCH_HISTORY, READ_MESSAGES, READ_ATTACHMENT)
 
 
 def search_history(context: Context, arguments: dict) -> str:
@@ -113,6 +152,8 @@ def search_history(context: Context, arguments: dict) -> str:
         when = hit.created_at.strftime("%Y-%m-%d %H:%M")
         snippet = " ".join(marked(hit.snippet, "**", "**").split())
         head = f"#{hit.seq} · {hit.role} · {when} · score {hit.score:g}"
+        if hit.file:
+            head += f" · in {hit.file}"  # its words matched: read_attachment gives it whole
         if everywhere:
             head += " · " + _conversation(hit, context)
         lines.append(f"{head}\n  {snippet}")
@@ -203,6 +244,72 @@ def _other_conversation(context: Context, arguments: dict) -> int | None:
     if not Conversation.objects.owned_by(context.owner).filter(pk=wanted).exists():
         raise ToolError(f"There is no conversation {wanted} of this user's to read.")
     return wanted
+
+
+def read_attachment(context: Context, arguments: dict) -> list[dict]:
+    """The tool result's content: a line saying what comes back, and the file's block (the
+    stored reference; the request resolves it to the API's block, a PDF cut to its pages)."""
+    row = _attachment(context, arguments)
+    found = block(row, _pages(row, arguments))
+    where = f"message #{row.message.seq}"
+    if row.conversation_id != context.conversation_id:
+        where += f" of conversation {row.conversation_id}"
+    line = f"Here again, for this turn: {label(found)} ({where}, attachment_id {row.pk})."
+    return [{"type": "text", "text": line}, found]
+
+
+def _attachment(context: Context, arguments: dict) -> Attachment:
+    """The file asked for, of this user's only, in a conversation of theirs not deleted and
+    sent with a message (another user's reads as none at all)."""
+    mine = Attachment.objects.filter(
+        owner_id=context.owner_id,
+        message__isnull=False,
+        conversation__in=Conversation.objects.owned_by(context.owner),
+    ).select_related("message")
+    if arguments.get("attachment_id") is not None:
+        wanted = _integer(arguments, "attachment_id", None, 1, None)
+        found = mine.filter(pk=wanted).first()
+        if found is None:
+            raise ToolError(f"There is no file {wanted} of this user's (attachment_id not found).")
+        return found
+    seq = None if arguments.get("seq") is None else _integer(arguments, "seq", None, 1, None)
+    name = arguments.get("name")
+    if name is not None and (not isinstance(name, str) or not name.strip()):
+        raise ToolError("name must be the file's name, as the line that names it says it.")
+    name = name.strip() if name is not None else None
+    if seq is None and name is None:
+        raise ToolError("Name the file: attachment_id, or seq (its message number) and/or name.")
+    conversation_id = _other_conversation(context, arguments) or context.conversation_id
+    here = conversation_id == context.conversation_id
+    where = "this conversation" if here else f"conversation {conversation_id}"
+    rows = mine.filter(conversation_id=conversation_id)
+    if seq is not None:
+        # The ids its message names: the files sent with it, or given back by a tool in it.
+        message = Message.objects.filter(conversation_id=conversation_id, seq=seq).first()
+        rows = rows.filter(pk__in=file_ids(message.content) if message is not None else [])
+    if name is not None:
+        rows = rows.filter(name=name)
+    found = list(rows.order_by("-pk")[:10])
+    said = " and ".join([f"#{seq}"] * (seq is not None) + [repr(name)] * (name is not None))
+    if not found:
+        raise ToolError(f"No file of {where} matches {said} (not found).")
+    if len(found) > 1:
+        listed = "; ".join(f"attachment_id {r.pk}: {r.name} (#{r.message.seq})" for r in found)
+        raise ToolError(f"Several files of {where} match {said}: {listed}. Give attachment_id.")
+    return found[0]
+
+
+def _pages(row: Attachment, arguments: dict) -> tuple[int, int] | None:
+    """The PDF pages asked for (None: the whole file)."""
+    if arguments.get("from_page") is None and arguments.get("to_page") is None:
+        return None
+    if not row.pages:
+        raise ToolError(f"{row.name} is not a PDF: it has no pages to choose; leave out the pages.")
+    first = _integer(arguments, "from_page", 1, 1, row.pages)
+    last = _integer(arguments, "to_page", row.pages, 1, row.pages)
+    if last < first:
+        raise ToolError(f"to_page ({last}) is before from_page ({first}).")
+    return None if (first, last) == (1, row.pages) else (first, last)
 
 
 def _header(row: Message) -> str:

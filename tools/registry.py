@@ -20,7 +20,11 @@ from tools.values import Context, Outcome, ToolError
 
 log = logging.getLogger(__name__)
 
-_BUILT_IN = {"search_history": recall.search_history, "read_messages": recall.read_messages}
+_BUILT_IN = {
+    "search_history": recall.search_history,
+    "read_messages": recall.read_messages,
+    "read_attachment": recall.read_attachment,
+}
 
 
 @dataclass(frozen=True)
@@ -90,21 +94,25 @@ async def run(call: dict, context: Context, box: Toolbox) -> Outcome:
         if not box.offers(name):
             raise ToolError(f"There is no tool named {name!r} in this chat.")
         if name in box.servers:
-            text, is_error = await mcp.call(box.servers[name], arguments)
+            content, is_error = await mcp.call(box.servers[name], arguments)
         else:
-            text, is_error = await db.run(_BUILT_IN[name], context, arguments), False
+            content, is_error = await db.run(_BUILT_IN[name], context, arguments), False
     except ToolError as exc:
-        text, is_error = str(exc), True
+        content, is_error = str(exc), True
     except TimeoutError:
-        text, is_error = f"The tool {name} did not answer in time.", True
+        content, is_error = f"The tool {name} did not answer in time.", True
     except Exception:
         log.exception("tool %s failed in conversation %s", name, context.conversation_id)
-        text, is_error = f"The tool {name} failed on the server.", True
-    return Outcome(_bounded(text), is_error, round((time.monotonic() - started) * 1000))
+        content, is_error = f"The tool {name} failed on the server.", True
+    return Outcome(_bounded(content), is_error, round((time.monotonic() - started) * 1000))
 
 
-def _bounded(text: str) -> str:
-    limit = settings.TOOL_RESULT_MAX_CHARS
+def _bounded(content: str | list[dict]) -> str | list[dict]:
+    """A text answer cut at TOOL_RESULT_MAX_CHARS; blocks (a file given back: its size is its
+    token estimate, counted as any file's) have each text of theirs cut."""
+    if isinstance(content, list):
+        return [{**b, "text": _bounded(b["text"])} if "text" in b else b for b in content]
+    text, limit = content, settings.TOOL_RESULT_MAX_CHARS
     if len(text) <= limit:
         return text
     return text[:limit] + f"\n[cut: {len(text):,} characters, the first {limit:,} shown]"

@@ -27,7 +27,8 @@ class Context:
 class Outcome:
     """A tool's answer as the model will see it (`tool_result`), and how long it took."""
 
-    text: str
+    # The tool_result's content: text, or blocks (read_attachment's line and file block).
+    content: str | list[dict]
     is_error: bool = False
     ms: int = 0
 

@@ -188,7 +188,7 @@ async def _stream(turn: transitions.Turn, received: _Received, relay: DeltaRelay
         await relay.checkpoint(_bubble(turn, received))
         outcomes = await asyncio.gather(*(tools.run(call, context, box) for call in calls))
         for call, outcome in zip(calls, outcomes, strict=True):
-            received.blocks.append(_result(call["id"], outcome.text, outcome.is_error))
+            received.blocks.append(_result(call["id"], outcome.content, outcome.is_error))
             received.runs[call["id"]] = {"ms": outcome.ms}
         if not await db.run(
             transitions.save_partial, turn.reply.pk, received.content(), received.runs
@@ -253,8 +253,8 @@ def _bubble(turn: transitions.Turn, received: _Received) -> MessageChanged:
     return MessageChanged(shown)
 
 
-def _result(tool_use_id: str, text: str, is_error: bool) -> dict:
-    block = {"type": "tool_result", "tool_use_id": tool_use_id, "content": scrubbed(text)}
+def _result(tool_use_id: str, content: str | list[dict], is_error: bool) -> dict:
+    block = {"type": "tool_result", "tool_use_id": tool_use_id, "content": scrubbed_blocks(content)}
     if is_error:
         block["is_error"] = True
     return block

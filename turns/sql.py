@@ -202,7 +202,9 @@ def insert(*rows: Message) -> None:
     now = timezone.now()
     for row in rows:
         row.created_at = row.updated_at = now
-        row.search_text = searchable_text(row.content)
+        # Built with its words (a message with files: theirs too, turns/transitions.pair), or
+        # from its content.
+        row.search_text = row.search_text or searchable_text(row.content)
     db = _this_thread_connection()
     params = [f.get_db_prep_save(getattr(r, f.attname), db) for r in rows for f in _MESSAGE_FIELDS]
     try:

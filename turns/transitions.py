@@ -32,6 +32,7 @@ from chat.compactions import Opened
 from chat.conversations import title_from
 from chat.figures import Panel, load_figures
 from chat.models import NO_SUCH_CONVERSATION, SETTLED, Conversation, Message
+from chat.search_index import searchable_text
 from chat.snapshot import Snapshot, read_snapshot
 from chat.window_loading import state_of
 from compaction import boundaries
@@ -90,20 +91,21 @@ def append(user, conversation_id, text: str, files: list[int] = ()) -> Claim:
         content = [{"type": "text", "text": text}] if text else []
         content += [attachments.block(a) for a in uploads]
         check_fits_alone(conversation, content)
-        claim = _append(conversation, content)
+        claim = _append(conversation, content, uploads)
         attachments.attach(uploads, claim.message.pk)
         return claim
 
 
-def _append(conversation: Conversation, content: list[dict]) -> Claim:
-    """The message and its reply, inserted; the reply claimed now, or left to wait."""
+def _append(conversation: Conversation, content: list[dict], uploads: list) -> Claim:
+    """The message (with its `uploads`) and its reply, inserted; the reply claimed now, or left
+    to wait."""
     seen = read_snapshot(conversation.pk)
     if not seen.busy:  # into a busy conversation a message only queues
         check_replies_at_once(conversation, "Send this")
     recovered = recover(conversation, seen)
     # On the branch on screen: after its end, whichever version the user is looking at.
     leaf = conversation.leaf_seq or seen.last_seq
-    message, reply = pair(conversation, seen.last_seq + 1, content, parent=leaf)
+    message, reply = pair(conversation, seen.last_seq + 1, content, parent=leaf, uploads=uploads)
     if conversation.leaf_seq is not None:
         follow_newest(conversation)
     if seen.busy:
@@ -158,9 +160,10 @@ def check_fits_alone(conversation: Conversation, content: list[dict]) -> None:
 
 
 def pair(
-    conversation: Conversation, seq: int, content: list[dict], *, parent: int
+    conversation: Conversation, seq: int, content: list[dict], *, parent: int, uploads=()
 ) -> tuple[Message, Message]:
-    """A user's message at `seq` after `parent`, and the queued reply that will answer it."""
+    """A user's message at `seq` after `parent` (its files' `uploads`, whose words search finds
+    it by), and the queued reply that will answer it."""
     message = Message(
         conversation=conversation,
         seq=seq,
@@ -168,6 +171,7 @@ def pair(
         role=Message.Role.USER,
         content=content,
         tokens=estimate_content(content),
+        search_text=searchable_text(content, attachments.words(uploads)),
     )
     return message, queued_reply(conversation, seq + 1, parent=seq)
 

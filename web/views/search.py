@@ -79,6 +79,8 @@ def _hit(hit: Hit, conversation_id: int | None) -> dict:
         "snippet": marked(hit.snippet, "**", "**"),
         "score": hit.score,
     }
+    if hit.file:
+        found["file"] = hit.file  # the matched words are in this file of the message
     if conversation_id is None:
         return {"conversation_id": hit.conversation_id} | found
     return found | {
