@@ -91,6 +91,16 @@ def _checked(data: bytes, name: str) -> Checked:
         places.release()
 
 
+def imported(user, conversation: Conversation, name: str, data: bytes) -> Attachment:
+    """A file of an imported message (chat/imports/files.py), checked and limited as an upload
+    is, bar ATTACHMENTS_PER_MESSAGE: that limit is on what waits for the next message, and
+    history already sent holds as many files a message as it did. The storage limit holds.
+    Kept unsent (`message` null) until the import writes its message (`attach`)."""
+    name = clean_name(name)
+    _check_size(len(data), name)
+    return _store(user, conversation, name, check(data, name), waiting=False)
+
+
 def refuse_body(content_length) -> None:
     """TooLarge if a request's body (its Content-Length) cannot hold a file within the limit:
     said before the body is read, so a huge one is never written to disk."""
@@ -127,14 +137,18 @@ def clean_name(name: str) -> str:
     return name or "file"
 
 
-def _store(user, conversation: Conversation, name: str, checked: Checked) -> Attachment:
+def _store(
+    user, conversation: Conversation, name: str, checked: Checked, *, waiting: bool = True
+) -> Attachment:
     kept = None
     try:
         with transaction.atomic():
             # The owner's row locked (SQLite's transactions take the write lock at their start
             # anyway): their uploads are decided one at a time, the sum below is the truth.
             get_user_model().objects.select_for_update().filter(pk=user.pk).first()
-            _check_room(user, conversation, len(checked.data), name)
+            if waiting:
+                _check_waiting(conversation)
+            _check_storage(user, len(checked.data), name)
             attachment = Attachment(
                 owner=user,
                 conversation=conversation,
@@ -158,7 +172,7 @@ def _store(user, conversation: Conversation, name: str, checked: Checked) -> Att
     return attachment
 
 
-def _check_room(user, conversation: Conversation, size: int, name: str) -> None:
+def _check_waiting(conversation: Conversation) -> None:
     waiting = Attachment.objects.filter(conversation=conversation, message__isnull=True).count()
     allowed = settings.ATTACHMENTS_PER_MESSAGE
     if waiting >= allowed:
@@ -166,6 +180,9 @@ def _check_room(user, conversation: Conversation, size: int, name: str) -> None:
             f"This message already has {waiting} files: the limit is {allowed} files a message "
             "(ATTACHMENTS_PER_MESSAGE). Send it, then attach more."
         )
+
+
+def _check_storage(user, size: int, name: str) -> None:
     used = Attachment.objects.filter(owner=user).aggregate(used=Sum("bytes"))["used"] or 0
     room = settings.ATTACHMENT_STORAGE_PER_USER
     if used + size > room:

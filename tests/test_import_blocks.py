@@ -16,14 +16,16 @@ from support.messages_api import invalid_request
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-PNG = {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}
+# An image kept by the API's Files service: not fetched (a file with its bytes in the block is
+# stored as an upload: tests/test_import_files.py).
+ELSEWHERE = {"type": "file", "file_id": "file_011CNha8iCJcU1wXNR6q4V8w"}
 MESSAGES = [
     {
         "role": "user",
         "content": [
             {"type": "text", "text": "Look at these", "cache_control": {"type": "ephemeral"}},
             {"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}},
-            {"type": "image", "source": PNG},
+            {"type": "image", "source": ELSEWHERE},
             {"type": "tool_use", "id": "toolu_u", "name": "search", "input": {}},
             {"type": "mystery", "payload": [1, 2]},
         ],
@@ -52,7 +54,10 @@ MESSAGES = [
             {
                 "type": "tool_result",
                 "tool_use_id": "toolu_b",
-                "content": [{"type": "text", "text": "found b"}, {"type": "image", "source": PNG}],
+                "content": [
+                    {"type": "text", "text": "found b"},
+                    {"type": "image", "source": ELSEWHERE},
+                ],
                 "is_error": False,
             },
             {"type": "tool_result", "tool_use_id": "toolu_b", "content": "again"},
@@ -116,7 +121,7 @@ def test_what_the_api_accepts_is_stored_and_the_rest_says_what_it_was(client, al
     stored = [m.content for m in conversation.messages.order_by("seq")]
     assert stored == STORED
     dumped = json.dumps(stored)
-    assert "cache_control" not in dumped and "citations" not in dumped and "iVBOR" not in dumped
+    assert "cache_control" not in dumped and "citations" not in dumped and "file_011" not in dumped
 
 
 def test_the_window_of_an_import_is_a_valid_request(client, alice):

@@ -1,26 +1,30 @@
-"""A round trip loses nothing: a conversation made through the real paths (sends, a turn with a
-tool call, versions by regenerate and edit, a switch back, pins, three compactions with one
-undone) is exported, imported and exported again, and the two exports hold the same messages,
-branches, pins, boundaries and dates (ids aside). The copy's meter is right at once, its title
-says it is an import, and a ChatGPT conversation keeps its own dates."""
+"""A round trip loses nothing: a conversation made through the real paths (sends, one with an
+image, a PDF and a text file, a turn with a tool call, versions by regenerate and edit, a switch
+back, pins, three compactions with one undone) is exported, imported and exported again, and the
+two exports hold the same messages, files, branches, pins, boundaries and dates (ids aside). The
+copy's meter is right at once, its title says it is an import, and a ChatGPT conversation keeps
+its own dates."""
 
 from __future__ import annotations
 
 import copy
 import html
 import json
+import shutil
 from datetime import UTC, datetime
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.core.files.storage import storages
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from chat import transcript
-from chat.models import Conversation, Message
+from chat import attachments, transcript
+from chat.models import Attachment, Conversation, Message
 from chat.sidebar import TODAY
 from chat.window_loading import load_window
 from compaction.models import Compaction
 from support.waiting import settle
+from tests import sample_files
 from tests.conftest import frame, receive_until, shows, socket_for
 from tests.test_import import chatgpt_conversation
 from tests.test_import_fuzz import OWN, REASON
@@ -28,6 +32,7 @@ from tests.test_import_fuzz import OWN, REASON
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("channel_layer")]
 
 WORDS = " ".join(f"word{i}" for i in range(120))  # about 300 tokens a message
+FILE_TOKENS = 80 + 3_000 + 13  # the image (300 x 200 px / 750), the PDF's page, the text file
 
 
 @pytest.fixture(autouse=True)
@@ -46,10 +51,34 @@ async def until(ws, predicate) -> None:
     await receive_until(ws, predicate, timeout=15)
 
 
-async def send(ws, conversation, fake, text: str, reply_seq: int, reply: str = "") -> None:
+@pytest.fixture(autouse=True)
+def empty_storage():
+    shutil.rmtree(storages["attachments"].location, ignore_errors=True)
+    yield
+    shutil.rmtree(storages["attachments"].location, ignore_errors=True)
+
+
+FILES = [
+    ("build-error.png", sample_files.image("PNG", (300, 200))),
+    ("spec.pdf", sample_files.pdf(1)),
+    ("notes.md", "# Notes\nThe port is 8443, “not 443”.\n".encode()),
+]
+
+
+def uploads(user, conversation) -> list[int]:
+    return [
+        attachments.upload(user, conversation.pk, SimpleUploadedFile(name, data)).pk
+        for name, data in FILES
+    ]
+
+
+async def send(
+    ws, conversation, fake, text: str, reply_seq: int, reply: str = "", files=()
+) -> None:
     if reply:
         fake.enqueue_reply([reply])
-    await ws.send_to(text_data=frame(action="send", message=f"{text} {WORDS}"))
+    sent = frame(action="send", message=f"{text} {WORDS}", attachments=list(files))
+    await ws.send_to(text_data=sent)
     await until(ws, shows(reply_seq, "complete"))
     await settle(conversation.pk)
 
@@ -70,10 +99,12 @@ async def pin(client, conversation, seq: int) -> None:
 
 
 async def build(client, alice, conversation, fake) -> None:
-    """The conversation, through the socket and the pin view, as a person makes it."""
+    """The conversation, through the socket and the pin view, as a person makes it: its first
+    message, pinned, carries the files, so they ride in every window too."""
+    files = await sync_to_async(uploads)(alice, conversation)
     ws = socket_for(alice, conversation.pk)
     await ws.connect()
-    await send(ws, conversation, fake, "Plan a trip", 2, f"Lisbon. {WORDS}")
+    await send(ws, conversation, fake, "Plan a trip", 2, f"Lisbon. {WORDS}", files)
     fake.enqueue_tool_calls(["Let me look."], [("toolu_1", "search_history", {"query": "trip"})])
     fake.enqueue_reply([f"Found it. {WORDS}"])
     await send(ws, conversation, fake, "What did I plan?", 4)
@@ -143,8 +174,11 @@ def shown(conversation: Conversation) -> list[tuple]:
 
 
 async def test_export_import_export_gives_the_same_conversation(
-    client, alice, conversation, fake_anthropic
+    client, alice, conversation, fake_anthropic, settings
 ):
+    # The files (a PDF page alone is 3,000 tokens) ride in every window: the budget grows by
+    # what they cost, and the rest of the conversation is over it and compacted as before.
+    settings.CONTEXT_BUDGET_TOKENS = 3_000 + FILE_TOKENS
     await sync_to_async(client.force_login)(alice)
     await build(client, alice, conversation, fake_anthropic)
     first = await sync_to_async(exported)(client, conversation.pk)
@@ -159,7 +193,14 @@ async def test_export_import_export_gives_the_same_conversation(
     written = {c["summary_model"] for c in first["compactions"] if c["summariser"] == "model"}
     assert written == {conversation.model}
     assert any(b["type"] == "tool_use" for b in first["messages"][3]["content"])
-    assert sum(m["tokens"] for m in first["messages"]) > 3_000  # over the budget, whole
+    assert sum(m["tokens"] for m in first["messages"]) > 3_000 + FILE_TOKENS  # over, whole
+    files = first["messages"][0]["content"][1:]
+    assert [(b["type"], b["source"]["type"], b["title"]) for b in files] == [
+        ("image", "base64", "build-error.png"),
+        ("document", "base64", "spec.pdf"),
+        ("document", "text", "notes.md"),
+    ]
+    assert files[2]["source"]["data"] == FILES[2][1].decode()
 
     upload = SimpleUploadedFile("export.json", json.dumps(first).encode())
     response = await sync_to_async(client.post)("/conversations/import/", {"file": upload})
@@ -167,7 +208,12 @@ async def test_export_import_export_gives_the_same_conversation(
     copy = await Conversation.objects.exclude(pk=conversation.pk).aget(owner=alice)
     again = await sync_to_async(exported)(client, copy.pk)
 
-    assert comparable(again) == comparable(first)
+    assert comparable(again) == comparable(first)  # the files' bytes, names and places too
+    copied = [a async for a in Attachment.objects.filter(conversation=copy).order_by("pk")]
+    message = await Message.objects.aget(conversation=copy, seq=1)
+    assert [(a.name, a.message_id) for a in copied] == [(n, message.pk) for n, _ in FILES]
+    assert sum(a.tokens for a in copied) == FILE_TOKENS
+    assert [b["attachment"]["id"] for b in message.content[1:]] == [a.pk for a in copied]
     assert again["title"] == f"Imported: {first['title']}"
     assert all(c["imported"] for c in again["compactions"])
     original = await Conversation.objects.aget(pk=conversation.pk)
@@ -175,7 +221,7 @@ async def test_export_import_export_gives_the_same_conversation(
 
     # The meter reads the window the copy's next request carries, at once, as the original's.
     window = await sync_to_async(load_window)(copy)
-    assert window.tokens == first["window"]["tokens"] < 3_000
+    assert window.tokens == first["window"]["tokens"] < 3_000 + FILE_TOKENS
     page = (await sync_to_async(client.get)(f"/conversations/{copy.pk}/")).content.decode()
     assert f'data-tokens="{first["window"]["tokens"]}"' in page
     assert f"Imported: {first['title']}" in page

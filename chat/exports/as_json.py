@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from itertools import chain
+
+from chat.file_blocks import for_export, rows_for
 from chat.models import Conversation, Pin
 from chat.transcript import current_branch
 from chat.window_loading import load_window
@@ -12,10 +15,17 @@ def conversation_json(conversation: Conversation) -> dict:
     """The whole conversation for programs: every message, every compaction (whatever its
     status) and the exact window the next request would carry. Compactions come before the
     messages, which name them (`window_boundary`), so an import reads each once, in order
-    (chat/imports/history.py). Four queries, whatever its length."""
+    (chat/imports/history.py). Each file is the API's block, its bytes in it (base64, or a text
+    file's text: chat/file_blocks.py), in the messages and in the window alike. Six queries,
+    whatever its length."""
     state = load_window(conversation)
     branch = current_branch(conversation)
     pinned = set(Pin.objects.filter(conversation=conversation).values_list("message_id", flat=True))
+    window = state.window().as_request()
+    messages = conversation.messages.order_by("seq")
+    # The files named anywhere in it, found first (its contents read as a stream), in one query.
+    contents = chain(messages.values_list("content", flat=True).iterator(), _contents(window))
+    files = rows_for(contents, conversation.owner_id)
     return {
         "id": conversation.pk,
         "title": conversation.title,
@@ -57,7 +67,7 @@ def conversation_json(conversation: Conversation) -> dict:
                 "on_branch": m.seq in branch,
                 "pinned": m.pk in pinned,
                 "role": m.role,
-                "content": m.content,
+                "content": _with_files(m.content, files),
                 "status": m.status,
                 "tokens": m.tokens,
                 "usage": m.usage.as_dict() if m.usage else None,
@@ -69,7 +79,22 @@ def conversation_json(conversation: Conversation) -> dict:
                 "created_at": m.created_at.isoformat(),
                 "updated_at": m.updated_at.isoformat(),
             }
-            for m in conversation.messages.order_by("seq").iterator()
+            for m in messages.iterator()
         ],
-        "window": {**state.window().as_request(), "tokens": state.tokens},
+        "window": {**_window_with_files(window, files), "tokens": state.tokens},
     }
+
+
+def _contents(request: dict) -> list:
+    return [m.get("content") for m in request.get("messages", [])]
+
+
+def _with_files(content, files: dict) -> object:
+    return for_export(content, files) if files and isinstance(content, list) else content
+
+
+def _window_with_files(request: dict, files: dict) -> dict:
+    messages = [
+        {**m, "content": _with_files(m.get("content"), files)} for m in request.get("messages", [])
+    ]
+    return {**request, "messages": messages}

@@ -1,8 +1,9 @@
 """export.md: the conversation for people, as one Markdown document.
 
-Markdown is built from untrusted text (what people typed, what models and tools answered), so
-nothing inside a message may reach past it: `safe_markdown` writes each part so it stays in its
-place.
+Markdown is built from untrusted text (what people typed, what models and tools answered, the
+names files were uploaded with), so nothing inside a message may reach past it: `safe_markdown`
+writes each part so it stays in its place. A file is named by its label, in a code span, without
+its bytes (export.json holds them).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from chat.models import Conversation, Message, Pin, duration
 from chat.transcript import SHOWN_BOUNDARIES, current_branch
 from compaction.models import Compaction
 from providers import registry
-from providers.blocks import block_text, text_of, tool_uses, type_of
+from providers.blocks import block_text, file_label, file_of, text_of, tool_uses, type_of
 
 CHUNK_MESSAGES = 200  # rows fetched per round trip by the iterator
 
@@ -143,6 +144,9 @@ def _block(block: dict, names: dict, runs: dict) -> str:
         of = f" of {code_span(name)}" if name else ""
         label = "Tool error" if block.get("is_error") else "Tool result"
         return f"**{label}**{of}:\n\n{fenced(block_text(block), 'text')}"
+    meta = file_of(block)
+    if meta is not None:  # named, never its bytes (export.json holds them); its name as code
+        return f"**File** {code_span(file_label(meta))}"
     if kind in ("thinking", "redacted_thinking"):
         return ""  # private reasoning is not part of what was said (nor of any window)
     return f"*({inline(str(kind))} block)*"

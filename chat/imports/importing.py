@@ -33,12 +33,12 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from chat import limits
+from chat import attachments, limits
 from chat.conversations import title_from
-from chat.imports import history, reader, rows, schema
+from chat.imports import files, history, reader, rows, schema
 from chat.imports.history import Said
 from chat.imports.schema import Calls, Imported
-from chat.models import Conversation, Import, Message, Pin
+from chat.models import Attachment, Conversation, Import, Message, Pin
 from chat.search_index import searchable_text
 from chat.transcript import current_branch
 from compaction import boundaries
@@ -200,6 +200,7 @@ class Staging:
     new: list[Staged] = field(default_factory=list)
     rows: list[tuple] = field(default_factory=list)
     pins: list[tuple[Conversation, int]] = field(default_factory=list)
+    attached: list[tuple[Conversation, int, list[int]]] = field(default_factory=list)
     boundaries: list[tuple[Staged, history.Boundary]] = field(default_factory=list)
     chars: int = 0
     free_until: float = 0.0  # see _give_way
@@ -241,6 +242,8 @@ class Staging:
 
     def message(self, staged: Staged, said: Said, n: int = 0) -> None:
         """Stage message `n` of the file (numbered in reasons) as the next of `staged`."""
+        if files.waiting(said.blocks):
+            said.blocks = self._files(staged, said.blocks, n)
         if said.role == "user" and not staged.first_words:
             staged.first_words = _words(said.blocks)
         text = searchable_text(said.blocks)
@@ -266,6 +269,19 @@ class Staging:
         self.chars += len(text) + 64
         if len(self.rows) >= BATCH_MESSAGES or self.chars >= BATCH_CHARS:
             self.flush()
+
+    def _files(self, staged: Staged, blocks: list[dict], n: int) -> list[dict]:
+        """The message's files stored as uploads of its conversation (written first, if it is
+        not yet), each in its own short transaction; attached to the message when it is."""
+        if staged.row.pk is None:
+            self.flush()
+
+        def keep(name: str, data: bytes) -> Attachment:
+            return self._written(lambda: attachments.imported(self.user, staged.row, name, data))
+
+        blocks, made = files.stored(blocks, f"message {n}", keep)
+        self.attached.append((staged.row, staged.seq + 1, made))
+        return blocks
 
     def _boundary(self, staged: Staged, said: Said, n: int) -> int | None:
         """The row id of the boundary a message's window was sent under (its `window_boundary`
@@ -319,26 +335,30 @@ class Staging:
                     staged.boundaries[boundary.file_id] = row.pk
         if self.rows:
             sql, values = rows.insert(Message, rows.MESSAGE_COLUMNS, self.rows)
-            pins = self.pins
+            pins, attached = self.pins, self.attached
 
             def write() -> None:
                 connection.cursor().executemany(sql, values)
                 if pins:
                     rows.pin(pins)
+                if attached:
+                    rows.attach(attached)
 
             self._written(write)
         self.new, self.rows, self.pins, self.boundaries, self.chars = [], [], [], [], 0
+        self.attached = []
 
-    def _written(self, write) -> None:
+    def _written(self, write):
         _give_way(self.free_until)
         started, now = time.monotonic(), timezone.now()
         with transaction.atomic():
             alive = Import.objects.filter(pk=self.run.pk, heartbeat_at=self.run.heartbeat_at)
             if not alive.update(heartbeat_at=now):
                 raise ActionError(CLEARED)
-            write()
+            written = write()
         self.run.heartbeat_at = now
         self.free_until = _freed(started)
+        return written
 
 
 UNTITLED = "Imported conversation"
@@ -431,14 +451,16 @@ def _unpin_folded(conversation: Conversation) -> None:
 
 def discard(run: Import) -> None:
     """Delete what an import staged, a batch at a time, then the import itself. Once the pins
-    the file made are gone, staged messages are nobody's (no row refers to one; the compactions
-    name them by seq), so a batch is one DELETE over a range of seq, on the (conversation, seq)
-    index."""
+    and files the file made are gone, staged messages are nobody's (no row refers to one; the
+    compactions name them by seq), so a batch is one DELETE over a range of seq, on the
+    (conversation, seq) index."""
     table = connection.ops.quote_name(Message._meta.db_table)
     batch = BATCH_MESSAGES * 4
     for pk in Conversation.objects.filter(importing=run).values_list("pk", flat=True):
         with transaction.atomic():
             Pin.objects.filter(conversation_id=pk).delete()
+            # Its files first, through the ORM: each stored file goes once this commits.
+            Attachment.objects.filter(conversation_id=pk).delete()
         top = Message.objects.filter(conversation_id=pk).aggregate(top=Max("seq"))["top"] or 0
         while top > 0:
             started = time.monotonic()

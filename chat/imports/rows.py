@@ -10,7 +10,7 @@ from datetime import datetime
 
 from django.db import transaction
 
-from chat.models import Message, Pin
+from chat.models import Attachment, Message, Pin
 
 
 def dated(model, rows: list[tuple]) -> None:
@@ -43,6 +43,14 @@ def pin(pins: list[tuple]) -> None:
             Pin(message_id=pk, conversation_id=conversation_id)
             for pk in ids.values_list("pk", flat=True)
         )
+
+
+def attach(attached: list[tuple]) -> None:
+    """Give the files stored for the messages just written to them, as (conversation row, seq,
+    upload ids): no longer unsent, so never swept."""
+    for conversation, seq, ids in attached:
+        message = Message.objects.filter(conversation_id=conversation.pk, seq=seq)
+        Attachment.objects.filter(pk__in=ids).update(message=message.values("pk")[:1])
 
 
 MESSAGE_COLUMNS = (

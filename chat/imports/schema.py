@@ -5,10 +5,11 @@ A message keeps the block types the API takes in the roles that may carry them, 
 fields the API needs: text; tool_use in an assistant message (a unique id and a name the API
 accepts, an object input); tool_result with a string or text blocks for content, in a user
 message or, as this app stores a turn with tools (one reply row holding its steps), in an
-assistant message after its call. The app shows no images, so an image is not imported, nor a
-block of any other type: each becomes a text block saying what it was ("[an image from a URL,
-not imported]"). Orphaned tool calls and results are kept as written; the window drops them
-from every request (compaction/assembly.py).
+assistant message after its call; files, as images and documents holding their bytes or text
+(chat/imports/files.py: stored as uploads by the importer). An image from a URL is not
+imported, nor a block of any other type: each becomes a text block saying what it was ("[an
+image from a URL, not imported]"). Orphaned tool calls and results are kept as written; the
+window drops them from every request (compaction/assembly.py).
 
 Titles and text are checked as typed text is (core/clean.py): no NUL, no lone surrogate. What a
 message says of its place among versions, its pin, dates and figures, and an export's
@@ -23,12 +24,13 @@ from datetime import datetime
 
 from django.conf import settings
 
+from chat.imports import files
 from chat.imports.history import KEEP_DATES, KEEP_MESSAGE_HISTORY, Said, epoch, message_history
 from chat.imports.history import text as _text
 from chat.imports.reader import ANY, SCALAR, describe
 from core.clean import SYSTEM_PROMPT, clean
 from core.errors import ActionError
-from providers.blocks import type_of
+from providers.blocks import FILE_TYPES, type_of
 
 KEPT_STATUSES = {"complete", "error", "interrupted", "cancelled"}
 ROLES = ("user", "assistant")
@@ -116,12 +118,15 @@ def _block(raw, where: str, role: str, calls: Calls, asked: set, answered: set) 
         return _tool_use(raw, where, role, calls, asked)
     if kind == "tool_result":
         return _tool_result(raw, where, role, asked, answered)
-    return _other(raw)
+    return _other(raw, where)
 
 
-def _other(raw: dict) -> dict:
-    """A block of a type not imported (the app shows no images), as text saying what it was."""
+def _other(raw: dict, where: str) -> dict:
+    """A file (an image or a document holding its bytes or text: stored by the importer,
+    chat/imports/files.py), or a block of a type not imported, as text saying what it was."""
     kind = type_of(raw)
+    if kind in FILE_TYPES and (found := files.pending(raw, where)) is not None:
+        return found
     if kind == "image":
         url = type_of(raw.get("source")) == "url"
         return not_imported("an image from a URL" if url else "an image")
@@ -184,7 +189,7 @@ def _result_content(content, where: str):
         if kind == "text":
             kept.append({"type": "text", "text": _text(inner.get("text"), f"part {i} of {where}")})
         else:
-            kept.append(_other(inner))
+            kept.append(_other(inner, f"part {i} of {where}"))
     return kept
 
 
