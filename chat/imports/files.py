@@ -27,6 +27,7 @@ from collections.abc import Callable
 from django.conf import settings
 
 from chat import attachments
+from chat.file_checks import Refused
 from chat.imports.history import text
 from core.errors import ActionError
 from providers.blocks import FILE_TYPES, type_of
@@ -69,7 +70,10 @@ def stored(
     def one(block: dict, at: str) -> dict:
         if not _is_pending(block):
             return block
-        attachment = keep(block["title"], _decoded(block["source"], at))
+        try:
+            attachment = keep(block["title"], _decoded(block["source"], at))
+        except Refused as exc:  # the upload's reason, said of its place in the file
+            raise ActionError(f"The file in {at} is refused: {exc.reason}") from None
         made.append(attachment.pk)
         return attachments.block(attachment)
 
