@@ -1,10 +1,15 @@
 """Uploads kept in an S3-compatible bucket (ATTACHMENTS_S3_BUCKET, through django-storages): a
 real server process configured as a deployment of several machines would be, against moto's
 S3 server on this machine. The same contract: kept and described, stripped of metadata, refused
-leaving no object, served to its owner only, and swept with its conversation."""
+leaving no object, served to its owner only, and swept with its conversation; sent through the
+consumer, the request carries the blocks read from the bucket; an export holds them, and its
+import stores them in the bucket again, or, refused, stores nothing."""
 
 from __future__ import annotations
 
+import asyncio
+import base64
+import json
 import re
 import time
 from collections.abc import Iterator
@@ -17,10 +22,11 @@ import pytest
 from django.utils import timezone
 from moto.server import ThreadedMotoServer
 
-from chat.models import Attachment, Conversation
+from chat.models import Attachment, Conversation, Message
 from support.servers import free_port, session_for
 from tests import sample_files
-from tests.servers import Server
+from tests.conftest import shows
+from tests.servers import Server, Tab
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -112,3 +118,80 @@ def test_a_bucket_keeps_serves_refuses_and_sweeps_like_the_file_system(
     while objects(s3) and time.monotonic() < deadline:
         time.sleep(0.3)
     assert objects(s3) == {} and not Attachment.objects.exists()
+
+
+FILES = [
+    ("build-error.png", sample_files.image("PNG", (800, 600)), "image/png"),
+    ("spec.pdf", sample_files.pdf(2), "application/pdf"),
+    ("notes.md", b"# Notes\nThe port is 8443.\n", "text/markdown"),
+]
+
+
+async def sent(server: Server, conversation_id: int, session: str, ids: list[int]) -> None:
+    tab = await Tab(server, conversation_id, session).open()
+    try:
+        await tab.send(action="send", message="What do these say?", attachments=ids)
+        await tab.until(shows(2, "complete"), timeout=60)
+    finally:
+        await tab.close()
+
+
+def test_a_bucket_sends_exports_and_imports_files_like_the_file_system(
+    server, bucket, alice, conversation, fake_anthropic
+):
+    _, s3 = bucket
+    with logged_in(server, alice) as client:
+        url = f"/conversations/{conversation.pk}/attachments/"
+        ids = []
+        for name, data, media_type in FILES:
+            answer = client.post(url, files={"file": (name, data, media_type)})
+            assert answer.status_code == 201, answer.text
+            ids.append(answer.json()["id"])
+        fake_anthropic.enqueue_reply(["Seen."])
+        asyncio.run(sent(server, conversation.pk, session_for(alice), ids))
+
+        # The request carries each file as the API's block, its bytes read from the bucket.
+        assert fake_anthropic.invalid == []
+        blocks = fake_anthropic.requests[-1]["messages"][-1]["content"]
+        kept = objects(s3)
+        image, pdf, text = (Attachment.objects.get(pk=pk) for pk in ids)
+        assert base64.b64decode(blocks[2]["source"]["data"]) == kept[f"attachments/{image.file}"]
+        assert base64.b64decode(blocks[3]["source"]["data"]) == kept[f"attachments/{pdf.file}"]
+        assert blocks[4]["source"] == {
+            "type": "text",
+            "media_type": "text/plain",
+            "data": "# Notes\nThe port is 8443.\n",
+        }
+
+        export = client.get(f"/conversations/{conversation.pk}/export.json")
+        assert export.status_code == 200
+        doc = export.json()
+        files = doc["messages"][0]["content"][1:]
+        assert [base64.b64decode(b["source"]["data"]) for b in files[:2]] == [
+            kept[f"attachments/{image.file}"],
+            kept[f"attachments/{pdf.file}"],
+        ]
+
+        # Refused (a damaged PDF after the good files): no row, no object left in the bucket.
+        damaged = base64.b64encode(b"%PDF-1.4 broken").decode()
+        broken = json.loads(json.dumps(doc))
+        broken["messages"][0]["content"].append(
+            {"type": "document", "source": {"type": "base64", "data": damaged}, "title": "x.pdf"}
+        )
+        raw = json.dumps(broken).encode()
+        refused = client.post("/conversations/import/", files={"file": ("e.json", raw)})
+        assert refused.status_code == 400 and "it is damaged" in refused.text
+        assert objects(s3) == kept and Attachment.objects.count() == 3
+
+        raw = json.dumps(doc).encode()
+        imported = client.post("/conversations/import/", files={"file": ("export.json", raw)})
+        assert imported.status_code == 302, imported.text[:500]
+
+    copy = Conversation.objects.exclude(pk=conversation.pk).get(owner=alice)
+    message = Message.objects.get(conversation=copy, seq=1)
+    copied = list(Attachment.objects.filter(conversation=copy).order_by("pk"))
+    assert [(a.name, a.message_id) for a in copied] == [(n, message.pk) for n, _, _ in FILES]
+    now = objects(s3)
+    assert len(now) == 6
+    for original, again in zip((image, pdf, text), copied, strict=True):
+        assert now[f"attachments/{again.file}"] == kept[f"attachments/{original.file}"]
