@@ -16,7 +16,7 @@ for c in python3 python3.14 python3.13 python3.12 \
 done; echo "No Python 3.12+ found" >&2; exit 1
 endef
 
-.PHONY: run serve admin test test-unit test-browser screenshots lint format bench bench-load bench-load-paced bench-recall bench-facts bench-recall-semantic bench-beam bench-cache bench-faults clean
+.PHONY: run serve admin test test-unit test-browser screenshots lint format bench bench-load bench-load-paced bench-recall bench-facts bench-recall-semantic bench-beam bench-cache bench-faults bench-files clean
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || { py=$$($(FIND_PYTHON)) && echo "Creating $(VENV) with $$py" && $$py -m venv $(VENV); }
@@ -120,6 +120,9 @@ bench-cache: $(STAMP)
 
 bench-faults: $(STAMP)
 	$(PY) bench/faults.py
+
+bench-files: $(STAMP)
+	$(PY) bench/files.py
 
 clean:
 	rm -rf $(VENV) db.sqlite3
