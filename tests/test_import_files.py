@@ -140,6 +140,23 @@ def test_a_file_in_a_tool_result_comes_back_too(client, alice):
     assert (inner["attachment"]["id"], chart.message_id) == (chart.pk, reply.pk)
 
 
+def test_a_file_in_a_reply_is_not_imported(client, alice):
+    """The API takes files from the user and in tool results, never in a reply's own words."""
+    png = base64_block("image", "image/png", sample_files.image("PNG", (40, 30)), "a.png")
+    messages = [
+        {"role": "user", "content": "Draw me one."},
+        {"role": "assistant", "content": [{"type": "text", "text": "Here."}, png]},
+    ]
+    client.force_login(alice)
+    assert imported(client, json.dumps({"messages": messages}).encode()).status_code == 302
+    reply = Message.objects.get(conversation__owner=alice, seq=2)
+    assert reply.content[1] == {
+        "type": "text",
+        "text": "[a file in an assistant message, not imported]",
+    }
+    assert not Attachment.objects.exists() and stored_files() == []
+
+
 def test_history_is_not_held_to_the_files_a_message_may_carry(client, alice, settings):
     """ATTACHMENTS_PER_MESSAGE bounds what waits for the next message: an imported message
     keeps the files it was sent with."""

@@ -118,6 +118,9 @@ def _block(raw, where: str, role: str, calls: Calls, asked: set, answered: set) 
         return _tool_use(raw, where, role, calls, asked)
     if kind == "tool_result":
         return _tool_result(raw, where, role, asked, answered)
+    if role != "user" and type_of(raw) in FILE_TYPES:
+        # The API takes files from the user (and in tool results), never in a reply's own words.
+        return not_imported(f"a file in an {role} message")
     return _other(raw, where)
 
 
