@@ -16,8 +16,8 @@ def conversation_json(conversation: Conversation) -> dict:
     status) and the exact window the next request would carry. Compactions come before the
     messages, which name them (`window_boundary`), so an import reads each once, in order
     (chat/imports/history.py). Each file is the API's block, its bytes in it (base64, or a text
-    file's text: chat/file_blocks.py), in the messages and in the window alike. Six queries,
-    whatever its length."""
+    file's text: chat/file_blocks.py), in the messages and in the window alike. At most six
+    queries, whatever its length."""
     state = load_window(conversation)
     branch = current_branch(conversation)
     pinned = set(Pin.objects.filter(conversation=conversation).values_list("message_id", flat=True))
