@@ -183,9 +183,9 @@ REFUSED = {
         lambda: text_document('<svg xmlns="http://www.w3.org/2000/svg"/>', "logo.svg"),
         "is an SVG image",
     ),
-    "an image claiming to be a document": (
+    "a damaged PNG": (
         lambda: base64_block("image", "image/png", b"\x89PNG\r\n\x1a\nrest", "a.png"),
-        "“a.png”",
+        "“a.png” looks like a PNG image but cannot be read: it is damaged",
     ),
     "no data": (
         lambda: {"type": "document", "source": {"type": "base64", "data": 7}},
