@@ -152,7 +152,11 @@ def test_a_bucket_sends_exports_and_imports_files_like_the_file_system(
 
         # The request carries each file as the API's block, its bytes read from the bucket.
         assert fake_anthropic.invalid == []
-        blocks = fake_anthropic.requests[-1]["messages"][-1]["content"]
+        [blocks] = [
+            r["messages"][-1]["content"]
+            for r in fake_anthropic.requests
+            if "What do these say?" in json.dumps(r["messages"][-1])
+        ]
         kept = objects(s3)
         image, pdf, text = (Attachment.objects.get(pk=pk) for pk in ids)
         assert base64.b64decode(blocks[2]["source"]["data"]) == kept[f"attachments/{image.file}"]
