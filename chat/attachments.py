@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import re
 import unicodedata
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 
 from django.conf import settings
@@ -91,14 +91,19 @@ def _checked(data: bytes, name: str) -> Checked:
         places.release()
 
 
-def imported(user, conversation: Conversation, name: str, data: bytes) -> Attachment:
+def imported(
+    user, conversation: Conversation, name: str, data: bytes, written: Callable
+) -> Attachment:
     """A file of an imported message (chat/imports/files.py), checked and limited as an upload
     is, bar ATTACHMENTS_PER_MESSAGE: that limit is on what waits for the next message, and
     history already sent holds as many files a message as it did. The storage limit holds.
-    Kept unsent (`message` null) until the import writes its message (`attach`)."""
+    Checked first, then stored by `written(store)` (the import's own short transaction), so no
+    lock is held while an image is decoded. Kept unsent (`message` null) until the import
+    writes its message (`attach`)."""
     name = clean_name(name)
     _check_size(len(data), name)
-    return _store(user, conversation, name, check(data, name), waiting=False)
+    checked = _checked(data, name)
+    return written(lambda: _store(user, conversation, name, checked, waiting=False))
 
 
 def refuse_body(content_length) -> None:

@@ -110,6 +110,18 @@ def test_an_import_gives_the_files_back_as_uploads_of_its_messages(client, alice
     assert kinds == [("text", None), ("text", None), ("image", "base64"), ("document", "base64")]
 
 
+def test_an_imported_files_words_are_found_by_search(client, alice):
+    raw = export(
+        [{"type": "text", "text": "Read this."}, text_document("The flange bolts: 8443.", "a.md")]
+    )
+    client.force_login(alice)
+    assert imported(client, raw).status_code == 302
+    copy = Conversation.objects.get(owner=alice)
+    hits = client.get(f"/conversations/{copy.pk}/search.json", {"q": "flange bolts"}).json()
+    by_seq = {h["seq"]: h for h in hits["hits"]}
+    assert by_seq[1]["file"] == "a.md" and "**flange**" in by_seq[1]["snippet"]
+
+
 def test_a_file_in_a_tool_result_comes_back_too(client, alice):
     png = sample_files.image("PNG", (40, 30))
     messages = [

@@ -29,6 +29,7 @@ from django.conf import settings
 from chat import attachments
 from chat.file_checks import Refused
 from chat.imports.history import text
+from chat.models import Attachment
 from core.errors import ActionError
 from providers.blocks import FILE_TYPES, type_of
 
@@ -60,12 +61,12 @@ def waiting(blocks: list[dict]) -> bool:
 
 
 def stored(
-    blocks: list[dict], where: str, keep: Callable[[str, bytes], object]
-) -> tuple[list[dict], list[int]]:
-    """`blocks` with each pending file stored by `keep(name, data)` (an Attachment) and
-    replaced by its reference (chat.attachments.block), at the top level or in a tool result;
-    and the ids of the uploads made, to attach to the message once it is written."""
-    made: list[int] = []
+    blocks: list[dict], where: str, keep: Callable[[str, bytes], Attachment]
+) -> tuple[list[dict], list[Attachment]]:
+    """`blocks` with each pending file stored by `keep(name, data)` and replaced by its
+    reference (chat.attachments.block), at the top level or in a tool result; and the uploads
+    made, to attach to the message once it is written."""
+    made: list[Attachment] = []
 
     def one(block: dict, at: str) -> dict:
         if not _is_pending(block):
@@ -74,7 +75,7 @@ def stored(
             attachment = keep(block["title"], _decoded(block["source"], at))
         except Refused as exc:  # the upload's reason, said of its place in the file
             raise ActionError(f"The file in {at} is refused: {exc.reason}") from None
-        made.append(attachment.pk)
+        made.append(attachment)
         return attachments.block(attachment)
 
     out = []

@@ -242,11 +242,12 @@ class Staging:
 
     def message(self, staged: Staged, said: Said, n: int = 0) -> None:
         """Stage message `n` of the file (numbered in reasons) as the next of `staged`."""
+        uploads = []
         if files.waiting(said.blocks):
-            said.blocks = self._files(staged, said.blocks, n)
+            said.blocks, uploads = self._files(staged, said.blocks, n)
         if said.role == "user" and not staged.first_words:
             staged.first_words = _words(said.blocks)
-        text = searchable_text(said.blocks)
+        text = searchable_text(said.blocks, attachments.words(uploads))
         staged.seq += 1
         self.messages += 1
         seq, at = staged.seq, said.created_at
@@ -270,18 +271,21 @@ class Staging:
         if len(self.rows) >= BATCH_MESSAGES or self.chars >= BATCH_CHARS:
             self.flush()
 
-    def _files(self, staged: Staged, blocks: list[dict], n: int) -> list[dict]:
+    def _files(
+        self, staged: Staged, blocks: list[dict], n: int
+    ) -> tuple[list[dict], list[Attachment]]:
         """The message's files stored as uploads of its conversation (written first, if it is
-        not yet), each in its own short transaction; attached to the message when it is."""
+        not yet), each checked, then stored in its own short transaction; attached to the
+        message when it is written. The blocks naming them, and the uploads."""
         if staged.row.pk is None:
             self.flush()
 
         def keep(name: str, data: bytes) -> Attachment:
-            return self._written(lambda: attachments.imported(self.user, staged.row, name, data))
+            return attachments.imported(self.user, staged.row, name, data, self._written)
 
         blocks, made = files.stored(blocks, f"message {n}", keep)
-        self.attached.append((staged.row, staged.seq + 1, made))
-        return blocks
+        self.attached.append((staged.row, staged.seq + 1, [a.pk for a in made]))
+        return blocks, made
 
     def _boundary(self, staged: Staged, said: Said, n: int) -> int | None:
         """The row id of the boundary a message's window was sent under (its `window_boundary`
