@@ -301,6 +301,13 @@ def words(attachments: Iterable[Attachment]) -> dict[int, tuple[str, str]]:
     return {a.pk: (a.name, a.text) for a in attachments}
 
 
+def waiting(user, conversation: Conversation) -> list[dict]:
+    """The user's uploads in `conversation` not yet sent, oldest first, described as the upload
+    endpoint describes them: the composer's chips, on a reload too (one query)."""
+    rows = Attachment.objects.filter(owner=user, conversation=conversation, message__isnull=True)
+    return [described(row) for row in rows.order_by("pk")]
+
+
 def first_lines(text: str) -> str:
     """A text file's opening as its bubble shows it (kept in the block, so a bubble renders
     without reading storage): its first FIRST_LINES lines, at most FIRST_LINES_CHARS long."""
