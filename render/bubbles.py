@@ -268,7 +268,8 @@ def _file(meta: dict) -> SafeString:
         )
         kind, icon = "pdf", "PDF"
     else:
-        detail = format_html('<pre class="file-lines">{}</pre>', meta.get("lines") or "")
+        # Not a <pre>: inside a link, and without the Copy button code blocks get.
+        detail = format_html('<span class="file-lines">{}</span>', meta.get("lines") or "")
         kind, icon = "text", "TXT"
     return format_html(
         '<a class="file-card {}" href="{}" target="_blank" rel="noopener" title="{}">'
