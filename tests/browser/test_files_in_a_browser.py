@@ -2,8 +2,8 @@
 file attached by the paperclip, by a drop on the conversation and by a paste into the message
 box shows as a chip with its name, size and tokens; × (or Esc) removes it and its upload; the
 message sent shows each file (a thumbnail, a PDF's icon and pages, a text file's first lines)
-opening the file itself. Nothing refused by the Content-Security-Policy; every control at least
-24 × 24 CSS px. The offline demo model answers."""
+opening the file itself. Nothing refused by the Content-Security-Policy, no serious axe
+violation; every control at least 24 × 24 CSS px. The offline demo model answers."""
 
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ from .conftest import (
     wait_socket,
 )
 from .screens import SCREENS, in_view
+from .test_accessibility_in_a_browser import Audit
 from .test_csp_in_a_browser import Refusals
 
 pytestmark = pytest.mark.browser
@@ -121,6 +122,8 @@ def at_least_24px(locator) -> None:
 
 def test_attach_by_button_drop_and_paste_remove_one_and_send(screen, server):
     page, refusals, name = screen
+    # axe, in light and dark (Audit measures both): once for each screen size.
+    audit = Audit() if name.endswith("light") else None
     attach = page.get_by_label("Attach files")
     expect(attach).to_be_attached()
     at_least_24px(page.locator("label.attach"))
@@ -146,6 +149,8 @@ def test_attach_by_button_drop_and_paste_remove_one_and_send(screen, server):
     expect(chip(page, "pasted-image.png")).to_contain_text("80 tokens")
     at_least_24px(page.locator("#chips .chip-remove"))
     page.screenshot(path=SHOTS / f"chips-{name}.png")
+    if audit:
+        audit(page, "chips")
 
     # × removes the pasted one, and its upload with it.
     page.get_by_role("button", name="Remove pasted-image.png").click()
@@ -181,6 +186,9 @@ def test_attach_by_button_drop_and_paste_remove_one_and_send(screen, server):
     popup.close()
     page.screenshot(path=SHOTS / f"sent-{name}.png")
     bubble.screenshot(path=SHOTS / f"bubble-{name}.png")
+    if audit:
+        audit(page, "a message with files sent")
+        audit.assert_clean()
     refusals.assert_none(page)
 
 
