@@ -121,16 +121,20 @@
   }
 
   function refused(chip, reason) {
-    if (!chip.dataset.removed) { chip.remove(); update(); }
+    if (chip.dataset.removed) return; // taken off while it uploaded: nothing to say
+    chip.remove();
+    update();
     refuse(reason);
   }
 
+  function fileUrl(id, pattern) { return pattern.replace("/0/", "/" + id + "/"); }
+
   // The upload deleted on the server: it was never sent, and must not count against the next
-  // message's files. Failing, it is swept within a day; the chip is gone either way.
+  // message's files. Failing, it is swept within a day; the chip is gone either way (a 404: gone
+  // already; a 400: another tab sent it, and it stays with that message).
   function forget(id) {
-    var url = composer().dataset.removeUrl.replace("/0/", "/" + id + "/");
-    post(url).then(function (response) {
-      if (response.status !== 204 && response.status !== 404) {
+    post(fileUrl(id, composer().dataset.removeUrl)).then(function (response) {
+      if (response.status >= 500 || response.status === 403) {
         refuse("The file was taken off this message, but the server could not delete it (error " +
           response.status + "): it is deleted within a day.");
       }
@@ -240,9 +244,23 @@
     clearRefusal();
   }
 
+  // A chip whose file shows in a message of the transcript was sent: from another tab, or by a
+  // send whose answer a dropped socket lost (the transcript fetched again shows it).
+  function dropSent() {
+    var transcript = document.getElementById("transcript");
+    var pattern = composer() && composer().dataset.fileUrl;
+    if (!transcript || !pattern) return;
+    var sent = uploaded().filter(function (c) {
+      return transcript.querySelector('a.file-card[href="' + fileUrl(c.dataset.id, pattern) + '"]');
+    });
+    sent.forEach(function (c) { c.remove(); });
+    if (sent.length) update();
+  }
+
   // Stored (the frame that says so, as chat.js reads it): the files sent leave the composer.
   function onWsAfterMessage(e) {
     var frame = e.detail && typeof e.detail.message === "string" ? e.detail.message : "";
+    dropSent();
     if (sending === null) return;
     if (frame.indexOf('id="send-accepted"') !== -1) {
       var sent = sending.map(String);
@@ -263,4 +281,5 @@
   document.addEventListener("keydown", onKeydown, true);
   document.addEventListener("htmx:wsConfigSend", onWsConfigSend, true);
   document.addEventListener("htmx:wsAfterMessage", onWsAfterMessage);
+  document.addEventListener("htmx:load", dropSent);
 })();

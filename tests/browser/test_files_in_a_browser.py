@@ -252,6 +252,32 @@ def test_files_alone_esc_removes_a_chip_and_a_refusal_says_why(browser, server):
         context.close()
 
 
+def test_a_file_sent_from_another_tab_leaves_this_tabs_composer(browser, server):
+    context = new_context(browser)
+    try:
+        first = context.new_page()
+        signup(first, server)
+        new_conversation(first)
+        first.get_by_label("Attach files").set_input_files(
+            {"name": "notes.md", "mimeType": "text/plain", "buffer": b"# Notes\nport 8443\n"}
+        )
+        uploaded(first, "notes.md")
+        second = context.new_page()
+        second.goto(first.url)
+        wait_socket(second)
+        uploaded(second, "notes.md")  # waiting: a chip in every tab
+
+        first.fill("#message-input", "What port?")
+        first.press("#message-input", "Enter")
+        expect(second.locator("#transcript a.file-card.text")).to_contain_text("notes.md")
+        expect(second.locator("#chips .chip")).to_have_count(0)
+        expect(second.locator("#chips")).to_be_hidden()
+        expect(second.locator("#message-input")).to_have_attribute("required", "")
+        wait_replies(first, 1)
+    finally:
+        context.close()
+
+
 def test_screenshot_of_files_for_the_readme(browser, server, tmp_path):
     """screenshots/files.png: a conversation with an image and a PDF sent (desktop, light), into
     the folder README_SCREENSHOTS names when it is set (`make screenshots`)."""
