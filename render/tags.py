@@ -59,5 +59,5 @@ def kilobytes(size: int) -> str:
     """A file's size as its chip says it (static/js/files.js says it the same): decimal kB,
     then MB with one decimal."""
     if size < 1_000_000:
-        return f"{max(1, round(size / 1000))} kB"
+        return f"{max(1, int(size / 1000 + 0.5))} kB"  # halves up, as JavaScript's round
     return f"{size / 1_000_000:.1f} MB"

@@ -113,11 +113,17 @@
         var kept = answer.status === 201 && answer.data;
         if (kept && chip.dataset.removed) forget(answer.data.id); // × while it uploaded
         else if (kept) showUploaded(chip, answer.data);
-        else refused(chip, answer.data && answer.data.error ? answer.data.error
+        else refused(chip, answer.data && answer.data.error ? named(answer.data.error, name)
           : "“" + name + "” was not attached (error " + answer.status + "). Reload the page and try again.");
       }, function () {
         refused(chip, "“" + name + "” was not attached: the connection failed. Try again.");
       });
+  }
+
+  // A reason names its file, or says "This upload" (a body refused before it was read): with
+  // several files on their way, which one is said.
+  function named(reason, name) {
+    return reason.indexOf(name) === -1 ? "“" + name + "”: " + reason : reason;
   }
 
   function refused(chip, reason) {
