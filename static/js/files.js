@@ -191,11 +191,15 @@
     uploadAll(files, pastedName);
   }
 
-  // A drop anywhere on the conversation (not the sidebar, where a browser opens what is dropped).
+  // A drop anywhere on a conversation's page goes with the next message: one a little off target
+  // must not open the file in place of the page (and lose the text typed). A file field (the
+  // sidebar's import) takes its own drop.
   function carriesFiles(e) {
     return !!e.dataTransfer && Array.prototype.indexOf.call(e.dataTransfer.types || [], "Files") !== -1;
   }
-  function onChat(e) { return !!(e.target.closest && e.target.closest("#main") && composer()); }
+  function onChat(e) {
+    return !!composer() && !(e.target.closest && e.target.closest("input[type=file]"));
+  }
   function dropping(on) {
     var area = document.querySelector(".composer-area");
     if (area) area.classList.toggle("dropping", on);
@@ -206,9 +210,7 @@
     e.dataTransfer.dropEffect = "copy";
     dropping(true);
   }
-  function onDragLeave(e) {
-    if (!e.relatedTarget || !(e.relatedTarget.closest && e.relatedTarget.closest("#main"))) dropping(false);
-  }
+  function onDragLeave(e) { if (!e.relatedTarget) dropping(false); } // out of the window
   function onDrop(e) {
     dropping(false);
     if (!onChat(e) || !carriesFiles(e)) return;

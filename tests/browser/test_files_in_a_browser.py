@@ -83,15 +83,16 @@ def build_error_png() -> bytes:
 
 
 def as_file(page, data: bytes, name: str, media_type: str, how: str) -> None:
-    """Hand the page a file the way a person does: `drop` it on the transcript, or `paste` it
-    into the message box (a File in a DataTransfer, made in the page)."""
+    """Hand the page a file the way a person does: `drop` it on the transcript (`drop-aside`: on
+    the sidebar, a little off target), or `paste` it into the message box (a File in a
+    DataTransfer, made in the page)."""
     page.evaluate(
         """([b64, name, type, how]) => {
             const bytes = Uint8Array.from(atob(b64), c => c.charCodeAt(0));
             const data = new DataTransfer();
             data.items.add(new File([bytes], name, {type}));
-            if (how === 'drop') {
-                const target = document.getElementById('transcript');
+            if (how.startsWith('drop')) {
+                const target = document.querySelector(how === 'drop' ? '#transcript' : '.sidebar');
                 for (const kind of ['dragenter', 'dragover', 'drop'])
                     target.dispatchEvent(new DragEvent(kind,
                         {bubbles: true, cancelable: true, dataTransfer: data}));
@@ -148,14 +149,18 @@ def test_attach_by_button_drop_and_paste_remove_one_and_send(screen, server):
     )
     as_file(page, sample_files.pdf(2), "spec.pdf", "application/pdf", "drop")
     as_file(page, sample_files.image("PNG", (300, 200)), "image.png", "image/png", "paste")
+    as_file(page, b"aside", "aside.txt", "text/plain", "drop-aside")
 
     image = uploaded(page, "build-error.png")
     uploaded(page, "server.log")
     pdf = uploaded(page, "spec.pdf")
     pasted = uploaded(page, "pasted-image.png")
+    aside = uploaded(page, "aside.txt")
     expect(page.locator("#chips .chip-name")).to_have_text(
-        ["build-error.png", "server.log", "spec.pdf", "pasted-image.png"]
+        ["build-error.png", "server.log", "spec.pdf", "pasted-image.png", "aside.txt"]
     )
+    page.get_by_role("button", name="Remove aside.txt").click()
+    gone(page, aside)
     expect(chip(page, "build-error.png")).to_contain_text("640 tokens")  # 800 x 600 / 750
     expect(chip(page, "spec.pdf")).to_contain_text("kB · 6,000 tokens")
     expect(chip(page, "pasted-image.png")).to_contain_text("80 tokens")
