@@ -1,5 +1,5 @@
 // Files in the composer (docs/files.md). The paperclip (a real file input), a drop on the
-// conversation and a paste into the message box each upload a file at once, to
+// page and a paste into the message box each upload a file at once, to
 // POST /conversations/<id>/attachments/, and show it as a chip: its name, size and estimated
 // tokens, and × (or Esc on it) to remove it, which deletes the upload. A refusal says why
 // above the composer, where the person is looking, and leaves no chip. The send frame carries
