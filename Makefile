@@ -76,7 +76,7 @@ test-browser: $(STAMP)
 	  echo "SKIPPED browser tests: no Chromium at $${CHROMIUM:-/usr/bin/chromium} (apt-get install chromium)"; \
 	fi
 
-# The README's pictures, retaken on purpose: the browser test that takes the four screenshots,
+# The README's pictures, retaken on purpose: the browser tests that take its screenshots,
 # told to write them into screenshots/ (tests write only to scratch folders otherwise), and the
 # sawtooth bench's figure into bench/sawtooth.png. Commit them if they are what the README shows.
 screenshots: $(STAMP)
@@ -84,7 +84,8 @@ screenshots: $(STAMP)
 	  { echo "No Chromium at $${CHROMIUM:-/usr/bin/chromium} (apt-get install chromium)" >&2; exit 1; }
 	README_SCREENSHOTS=$(CURDIR)/screenshots $(PY) -m pytest -m browser -q -p no:asyncio \
 	  -W ignore::pytest.PytestConfigWarning \
-	  tests/browser/test_chat_in_a_browser.py::test_screenshot_for_the_readme
+	  tests/browser/test_chat_in_a_browser.py::test_screenshot_for_the_readme \
+	  tests/browser/test_files_in_a_browser.py::test_screenshot_of_files_for_the_readme
 	$(PY) bench/sawtooth.py --png bench/sawtooth.png
 
 lint: $(STAMP)

@@ -44,6 +44,9 @@ MULTIPART_FRAMING = 64 * 1024
 CHECK_WAIT_SECONDS = 20.0
 # What one sweep removes at most: a backlog goes over several rounds, none of them long.
 SWEEP_BATCH = 500
+# A text file's opening in its message's bubble (`first_lines`).
+FIRST_LINES = 3
+FIRST_LINES_CHARS = 200
 # The media types a stored file is served as (no other ever is: text is never served as HTML).
 SERVED_AS = {
     "image/png": "image/png",
@@ -61,6 +64,11 @@ class TooLarge(Refused):
 
 class Busy(Refused):
     """No place to check the file in time (a 503: nothing is wrong with the file)."""
+
+
+class AlreadySent(ActionError):
+    """An upload asked to be removed after it went with a message (a 400, where an upload that
+    is not the requester's is a 404)."""
 
 
 def upload(user, conversation_id, upload) -> Attachment:
@@ -303,6 +311,8 @@ def block(attachment: Attachment, pages: tuple[int, int] | None = None) -> dict:
         first, last = pages
         share = -(-attachment.tokens * (last - first + 1) // attachment.pages)  # rounded up
         meta |= {"range": [first, last], "tokens": share}
+    if attachment.media_type == TEXT:
+        meta["lines"] = first_lines(attachment.text)
     kind = "image" if attachment.media_type.startswith("image/") else "document"
     return {"type": kind, "attachment": meta}
 
@@ -311,6 +321,41 @@ def words(attachments: Iterable[Attachment]) -> dict[int, tuple[str, str]]:
     """What search finds the message carrying them by: each file's name and words (a text
     file's or PDF's first TEXT_CHARS; an image has its name only)."""
     return {a.pk: (a.name, a.text) for a in attachments}
+
+
+def waiting(user, conversation: Conversation) -> list[dict]:
+    """The user's uploads in `conversation` not yet sent, oldest first, described as the upload
+    endpoint describes them: the composer's chips, on a reload too (one query)."""
+    rows = Attachment.objects.filter(owner=user, conversation=conversation, message__isnull=True)
+    return [described(row) for row in rows.order_by("pk")]
+
+
+def first_lines(text: str) -> str:
+    """A text file's opening as its bubble shows it (kept in the block, so a bubble renders
+    without reading storage): its first FIRST_LINES lines, at most FIRST_LINES_CHARS long."""
+    lines = "\n".join(text.splitlines()[:FIRST_LINES])
+    if len(lines) > FIRST_LINES_CHARS:
+        lines = lines[: FIRST_LINES_CHARS - 1] + "…"
+    return lines
+
+
+def remove(user, attachment_id) -> None:
+    """Delete the user's upload `attachment_id` while it is unsent (a chip's ×): ActionError
+    if it is not theirs (NO_SUCH_FILE), or has gone with a message already (a message keeps its
+    files). Its file goes once the deletion commits (`forget`)."""
+    with transaction.atomic():
+        found = owned(user, attachment_id)
+        # Locked, as `take` locks it: a send taking this upload at the same moment either has
+        # it (and this refuses) or waits for the delete (and refuses the send).
+        row = Attachment.objects.select_for_update().filter(pk=found.pk).first()
+        if row is None:
+            raise ActionError(NO_SUCH_FILE)
+        if row.message_id is not None:
+            raise AlreadySent(
+                f"“{row.name}” was sent with a message: it stays with that message (delete the "
+                "conversation to remove it)."
+            )
+        row.delete()
 
 
 def attach(attachments: list[Attachment], message_id: int) -> None:

@@ -21,7 +21,16 @@ from chat.figures import Spend
 from chat.models import Message, duration
 from chat.transcript import Item
 from core import runtime
-from providers.blocks import block_text, call_ids, text_of, tool_results, type_of
+from providers.blocks import (
+    block_text,
+    call_ids,
+    file_label,
+    file_of,
+    file_tokens,
+    text_of,
+    tool_results,
+    type_of,
+)
 from render.markdown import render_lined, render_markdown, render_typed
 from render.meter import spend_shown
 
@@ -212,9 +221,67 @@ def blocks(message, role: str | None = None) -> SafeString:
         elif kind == "tool_result":
             if block.get("tool_use_id") not in calls:  # its call is elsewhere (an import)
                 parts.append(_tool_call(None, block, runs, status))
+        elif (meta := file_of(block)) is not None:
+            parts.append(_file(meta))
         else:
             parts.append(format_html('<pre class="tool">{}</pre>', block_text(block)))
     return mark_safe("".join(parts))  # noqa: S308 - each part is escaped or sanitised above
+
+
+def _file_url(pk: object) -> str:
+    """A file's address (GET /attachments/<id>/), from the pattern worked out once per
+    process, as the pin button's is."""
+    memo = runtime.current().memo
+    if "file-url" not in memo:
+        memo["file-url"] = escape(reverse("attachment", args=[0])).replace("/0/", "/{}/")
+    return memo["file-url"].format(int(pk) if isinstance(pk, int) else 0)
+
+
+def _file(meta: dict) -> SafeString:
+    """A file of a message, opening the file itself in a new tab: an image as its thumbnail
+    (its size from the block, so the page does not jump as it loads), a PDF as an icon with its
+    pages, a text file as its first lines. Every value is escaped: the name is the uploader's."""
+    url, name, label = _file_url(meta.get("id")), meta.get("name") or "file", file_label(meta)
+    media = str(meta.get("media_type") or "")
+    if media.startswith("image/"):
+        width, height = meta.get("width"), meta.get("height")
+        size = (
+            format_html(' width="{}" height="{}"', width, height)
+            if isinstance(width, int) and isinstance(height, int)
+            else ""
+        )
+        inner = format_html('<img src="{}" alt="{}"{} loading="lazy">', url, name, size)
+        return format_html(
+            '<a class="file-card image" href="{}" target="_blank" rel="noopener" title="{}">{}</a>',
+            url,
+            label,
+            inner,
+        )
+    if media.endswith("pdf"):
+        pages = int(meta.get("pages") or 0)
+        plural = "" if pages == 1 else "s"
+        detail = format_html(
+            '<span class="file-detail">{} page{} · {} tokens</span>',
+            f"{pages:,}",
+            plural,
+            f"{file_tokens(meta):,}",
+        )
+        kind, icon = "pdf", "PDF"
+    else:
+        # Not a <pre>: inside a link, and without the Copy button code blocks get.
+        detail = format_html('<span class="file-lines">{}</span>', meta.get("lines") or "")
+        kind, icon = "text", "TXT"
+    return format_html(
+        '<a class="file-card {}" href="{}" target="_blank" rel="noopener" title="{}">'
+        '<span class="file-icon" aria-hidden="true">{}</span>'
+        '<span class="file-about"><span class="file-name">{}</span>{}</span></a>',
+        kind,
+        url,
+        label,
+        icon,
+        name,
+        detail,
+    )
 
 
 def _tool_call(call: dict | None, result: dict | None, runs: dict, status: str) -> SafeString:

@@ -52,3 +52,12 @@ def cost(row, model: str) -> str:
     was reported), at the price of the model that wrote it (else `model`, the conversation's)."""
     spend = Spend.of(row.usage, row.summary_model or model)
     return meter.money(spend) if spend else ""
+
+
+@register.filter
+def kilobytes(size: int) -> str:
+    """A file's size as its chip says it (static/js/files.js says it the same): decimal kB,
+    then MB with one decimal."""
+    if size < 1_000_000:
+        return f"{max(1, int(size / 1000 + 0.5))} kB"  # halves up, as JavaScript's round
+    return f"{size / 1_000_000:.1f} MB"

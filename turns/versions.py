@@ -19,6 +19,7 @@ from chat.snapshot import Row, Snapshot, read_snapshot
 from chat.window_loading import state_of
 from core.clean import number
 from core.errors import ActionError
+from providers.blocks import file_of
 from turns import sql
 from turns.recovery import recover
 from turns.transitions import (
@@ -53,7 +54,10 @@ def new_version(user, conversation_id, seq, text: str | None = None) -> NewVersi
         if text is not None:
             if target.role != Message.Role.USER:
                 raise ActionError("Only your own messages can be edited.")
-            content = [{"type": "text", "text": text}]
+            # The edit box edits the text only: the files go with the new version too (the same
+            # uploads, named by the same blocks), in their order.
+            kept = [b for b in target.entry.content if file_of(b) is not None]
+            content = [{"type": "text", "text": text}, *kept]
             check_fits_alone(conversation, content)
             message, reply = pair(conversation, last + 1, content, parent=target.parent)
             inserted = [message]

@@ -35,6 +35,11 @@ urlpatterns = [
     ),
     path(ONE + "attachments/", attachments.attachment_upload, name="attachment-upload"),
     path("attachments/<int:attachment_id>/", attachments.attachment_file, name="attachment"),
+    path(
+        "attachments/<int:attachment_id>/delete/",
+        attachments.attachment_delete,
+        name="attachment-delete",
+    ),
     path("messages/<int:message_id>/pin/", conversations.message_pin, name="message-pin"),
     # The sidebar: its list and next pages, and what its rows' menus do.
     path("sidebar/", sidebar.sidebar_list, name="sidebar"),

@@ -244,13 +244,14 @@
     return true;
   }
 
-  // Enter sends, Shift+Enter adds a line. Esc closes what is open (a menu, the results, the
-  // drawer), one at a time; with nothing open, it stops a streaming reply.
+  // Enter sends (an empty box only with files to go alone: then it is not required), Shift+Enter
+  // adds a line. Esc closes what is open (a menu, the results, the drawer), one at a time; with
+  // nothing open, it stops a streaming reply.
   function onKeydown(e) {
     var input = document.getElementById("message-input");
     if (e.target === input && e.key === "Enter" && !e.shiftKey && !e.isComposing) {
       e.preventDefault();
-      if (input.value.trim()) input.form.requestSubmit();
+      if (input.value.trim() || !input.required) input.form.requestSubmit();
     } else if (e.key === "Escape" && (closeMenu() || closeResults(true) || closePanel(true))) {
       e.preventDefault();
     } else if (e.key === "Escape" && document.querySelector('.message[data-status="streaming"]')) {

@@ -122,6 +122,8 @@ def serve(**overrides: str):
             | overrides
             | {
                 "DATABASE_URL": f"sqlite:///{tmp_path / 'browser.sqlite3'}",
+                # Uploads beside the database, gone with it (not in the checkout's attachments/).
+                "ATTACHMENTS_ROOT": str(tmp_path / "attachments"),
                 "PORT": str(port),
             }
         )

@@ -1,10 +1,10 @@
-"""Files given to the model: the upload endpoint and the file served to its owner
-(chat/attachments.py decides; docs/files.md is the contract)."""
+"""Files given to the model: the upload endpoint, the file served to its owner and an unsent
+upload removed (chat/attachments.py decides; docs/files.md is the contract)."""
 
 from __future__ import annotations
 
 from django.contrib.auth.decorators import login_required
-from django.http import FileResponse, Http404, HttpRequest, JsonResponse
+from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_GET, require_POST
 
 from chat import attachments
@@ -46,3 +46,18 @@ def attachment_file(request: HttpRequest, attachment_id: int) -> FileResponse:
     response["X-Content-Type-Options"] = "nosniff"
     response["Cache-Control"] = "private, max-age=3600"
     return response
+
+
+@login_required
+@require_POST
+def attachment_delete(request: HttpRequest, attachment_id: int) -> HttpResponse:
+    """An upload not yet sent, removed (a composer chip's ×): 204; one sent already is a 400
+    with the reason; another user's, or none, a 404. A POST to a named action, as every change
+    here is (a conversation's delete/, rename/, pin/): the same login and CSRF checks."""
+    try:
+        attachments.remove(request.user, attachment_id)
+    except attachments.AlreadySent as exc:
+        return JsonResponse({"error": exc.reason}, status=400)
+    except ActionError as exc:
+        raise Http404(exc.reason) from None
+    return HttpResponse(status=204)

@@ -12,7 +12,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from chat import compactions, controls, conversations, sidebar, transcript
+from chat import attachments, compactions, controls, conversations, sidebar, transcript
 from chat.figures import load_figures, load_panel
 from chat.models import Conversation
 from chat.window_loading import load_window
@@ -73,6 +73,8 @@ def conversation_detail(request: HttpRequest, conversation_id: int) -> HttpRespo
     if request.htmx and request.GET.get("part") == "transcript":
         # Reconnect: the tab re-fetches the transcript and replaces its own copy wholesale.
         return render(request, "chat/conversation.html#transcript", context)
+    # The composer's chips: uploads not yet sent stay there through a reload.
+    context["waiting"] = attachments.waiting(request.user, conversation)
     return render(request, "chat/conversation.html", context)
 
 
