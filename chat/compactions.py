@@ -138,6 +138,7 @@ def _claim(conversation: Conversation, plan: Plan, trigger: str, instructions: s
                 pre_tokens=plan.pre_tokens,
                 heartbeat_at=timezone.now(),
                 cleared_before_seq=plan.cleared_before_seq,
+                files=plan.files,
             )
     except IntegrityError:
         raise ActionError(ALREADY_RUNNING) from None
@@ -164,6 +165,7 @@ def _clear(conversation: Conversation, plan: Plan) -> Compaction:
         summary=plan.summary,
         cleared_before_seq=plan.cleared_before_seq,
         cleared_count=plan.clearing.count,
+        files=plan.files,
         pre_tokens=plan.pre_tokens,
         post_tokens=plan.post_tokens,
         summariser="",

@@ -11,7 +11,15 @@ from dataclasses import dataclass, field
 
 from compaction.entries import Entry
 from compaction.prompt import neutralise_tags, render_entry
-from providers.blocks import answered_ids, call_ids, of_type, text_of, tool_results, type_of
+from providers.blocks import (
+    answered_ids,
+    call_ids,
+    file_of,
+    of_type,
+    text_of,
+    tool_results,
+    type_of,
+)
 
 # The summary re-enters the window as a user/assistant pair at the head of `messages`, so roles
 # keep alternating and the prefix stays byte-identical (cacheable) until the next compaction.
@@ -66,8 +74,12 @@ def assemble(
 
 def summary_pair(summary: str, pinned: Sequence[Entry] = ()) -> list[dict]:
     """The user/assistant pair that carries the summary (and pinned messages) into the window."""
+    text = {"type": "text", "text": _summary_text(summary, pinned)}
+    # A pinned message's files ride verbatim too, as the blocks they are (quoted, the message
+    # names each by its label): after the text, in the order of the messages.
+    pinned_files = [b for e in sorted(pinned, key=lambda e: e.seq) for b in e.content if file_of(b)]
     return [
-        {"role": "user", "content": [{"type": "text", "text": _summary_text(summary, pinned)}]},
+        {"role": "user", "content": [text, *pinned_files]},
         {"role": "assistant", "content": [{"type": "text", "text": SUMMARY_ACK}]},
     ]
 

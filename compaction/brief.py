@@ -10,7 +10,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from compaction import facts, key_facts
+from compaction import facts, files, key_facts
 from compaction import instructions as steering
 from compaction.brief_facts import Room, facts_section
 from compaction.entries import Entry
@@ -130,6 +130,12 @@ _WEIGHTS = {"users": 17, "previous": 5, "intent": 3, "lines": 2, "small": 2}
 _WEIGHT_TOTAL = 39  # 17 + 5 + 3 + 3 * 2 + 4 * 2
 FACTS_HEADING = "Facts kept"
 EARLIER_HEADING = "Earlier brief"
+# Every file the conversation was given, named with what it held: carried from brief to brief
+# (a file folded long ago is still one read_attachment can bring back), up to this share of
+# the room (in sixths); beyond it the oldest are counted, not named.
+FILES_HEADING = "Files"
+_FILES_SIXTHS = 2
+_FILE_LINE_RE = re.compile(r"^- \(#\d+\) ")
 
 
 def rule_based_summary(
@@ -183,6 +189,8 @@ def _brief(
     # is shared out by _WEIGHTS. When the bound is tight, the sections still get half of what
     # the facts leave (their headings need less than the 40 characters each set aside).
     free = max_chars - len(RULES_NOTE) - len(FACTS_HEADING) - 6
+    named = _files(previous, entries, max(free, 0) * _FILES_SIXTHS // 6)
+    free -= len(named) + len(FILES_HEADING) + 6 if named else 0
     earlier = _earlier_brief(previous) if previous else ""
     # A brief the model wrote before this one (the part before, when a span folded in parts
     # falls back here) is the best account of what it folded: the rules cannot rebuild it, so it
@@ -217,6 +225,8 @@ def _brief(
         # Cut to its share, which may fall inside one of its code blocks: closed where it ends.
         earlier = close_open_fence(_demote_headings(clip(earlier, share["previous"])))
         parts.insert(0, f"## {EARLIER_HEADING}\n{earlier}")
+    if named:
+        parts.insert(0, f"## {FILES_HEADING}\n{named}")
     used = len(RULES_NOTE) + sum(len(p) + 2 for p in parts)
     left = max_chars - used - len(FACTS_HEADING) - 6
     kept = facts_section(
@@ -262,9 +272,46 @@ def _earlier_brief(previous: str) -> str:
         if heading is None:
             if body != RULES_NOTE:
                 kept.append(body)
-        elif heading not in (FACTS_HEADING, EARLIER_HEADING):
+        elif heading not in (FACTS_HEADING, EARLIER_HEADING, FILES_HEADING):
             kept.append(f"## {heading}\n{body}")
     return "\n\n".join(kept)
+
+
+def _files(previous: str, entries: Sequence[Entry], budget: int) -> str:
+    """The files section: those the brief before named, then those of `entries`, one line each
+    (compaction/files.described: name, kind, size, dimensions or pages, first lines), within
+    `budget`; when they do not all fit, the newest are named and the others counted."""
+    carried = [
+        line for line in _section(previous, FILES_HEADING).splitlines() if _FILE_LINE_RE.match(line)
+    ]
+    lines = list(
+        dict.fromkeys(
+            [
+                *carried,
+                *(f"- {files.described(meta, seq)}" for meta, seq in files.in_entries(entries)),
+            ]
+        )
+    )
+    if not lines:
+        return ""
+    kept: list[str] = []
+    used = 0
+    for line in reversed(lines):
+        room = budget - (_FILES_NOTE if len(kept) + 1 < len(lines) else 0)
+        if used + len(line) + 1 > room:
+            break
+        kept.insert(0, line)
+        used += len(line) + 1
+    left_out = len(lines) - len(kept)
+    if left_out:
+        kept.insert(
+            0, f"- ({left_out} earlier file{'s' if left_out != 1 else ''} not named for length)"
+        )
+    return "\n".join(kept)
+
+
+# Room kept for the line that counts the files not named.
+_FILES_NOTE = 50
 
 
 def _demote_headings(text: str) -> str:

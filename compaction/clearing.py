@@ -1,4 +1,4 @@
-"""Clearing old tool results: the cheap first step before any summary.
+"""Clearing old tool results and files: the cheap first step before any summary.
 
 Tool output is often most of a window (a search, a file, a log) and is rarely needed verbatim
 once the model has used it. So when the window passes the threshold, the tool results of older
@@ -6,6 +6,10 @@ turns (outside the kept tail, not pinned, above a size) are replaced in the wind
 placeholder that names the tool, the size and how to read the result back; only if that is not
 enough is anything summarised. The transcript keeps every result whole, and `read_messages`
 reads it back.
+
+Files (an image costs about a thousand tokens a turn, a PDF a few thousand a page) go the same
+way, in the same clearing: each file of those turns becomes a line naming it, its message, its
+cost and how to get it back (compaction/files.placeholder; `read_attachment`).
 
 Pure functions over entries: a clearing boundary (compaction/models.py, kind "clear") records
 up to which message results are cleared, and the window is built from these entries.
@@ -16,10 +20,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from compaction import files
 from compaction.cut import choose_cut
 from compaction.entries import Entry
-from providers.blocks import block_text, tool_uses, type_of
-from providers.tokens import estimate_content
+from providers.blocks import block_text, file_of, file_tokens, tool_uses, type_of
+from providers.tokens import estimate_content, estimate_text
 
 CLEARED_PREFIX = "[Tool result cleared from the window"
 
@@ -32,9 +37,15 @@ def placeholder(tool: str, chars: int, seq: int) -> str:
 
 
 def clear_entry(entry: Entry, min_chars: int) -> Entry:
-    """The entry with each tool result of at least `min_chars` replaced by its placeholder."""
+    """The entry with each tool result of at least `min_chars`, and each file, replaced by its
+    placeholder."""
+    return _cleared_entry(entry, min_chars)[0]
+
+
+def _cleared_entry(entry: Entry, min_chars: int) -> tuple[Entry, int, list[dict]]:
+    """(the entry cleared, how many tool results that replaced, the files it replaced)."""
     tools = {b.get("id"): b.get("name", "a tool") for b in tool_uses(entry.content)}
-    changed, content = False, []
+    results, gone, content = 0, [], []
     for block in entry.content:
         if type_of(block) == "tool_result" and not _is_cleared(block):
             text = block_text(block)
@@ -42,11 +53,35 @@ def clear_entry(entry: Entry, min_chars: int) -> Entry:
                 name = tools.get(block.get("tool_use_id"), "a tool")
                 block = {k: v for k, v in block.items() if k != "content"}
                 block["content"] = placeholder(name, len(text), entry.seq)
-                changed = True
+                results += 1
+            elif isinstance(block.get("content"), list):
+                # A result that stays may hold a file (read_attachment's): the file still goes.
+                inner, taken = _without_files(block["content"], entry.seq)
+                if taken:
+                    block = {**block, "content": inner}
+                    gone += taken
+        elif file_of(block) is not None:
+            [block], taken = _without_files([block], entry.seq)
+            gone += taken
         content.append(block)
-    if not changed:
-        return entry
-    return replace(entry, content=content, tokens=estimate_content(content))
+    if not results and not gone:
+        return entry, 0, []
+    return replace(entry, content=content, tokens=estimate_content(content)), results, gone
+
+
+def _without_files(blocks: list, seq: int) -> tuple[list, list[dict]]:
+    """`blocks` with each file that costs more than its placeholder replaced by it (a small
+    text file stays: its line would cost as much); and the files replaced."""
+    out, gone = [], []
+    for block in blocks:
+        meta = file_of(block)
+        if meta is not None:
+            line = files.placeholder(meta, seq)
+            if file_tokens(meta) > estimate_text(line):
+                block = {"type": "text", "text": line}
+                gone.append(files.record(meta, seq))
+        out.append(block)
+    return out, gone
 
 
 def _is_cleared(block: dict) -> bool:
@@ -65,28 +100,27 @@ def cleared(entries: Sequence[Entry], before_seq: int | None, min_chars: int) ->
 
 @dataclass(frozen=True)
 class Clearing:
-    before_seq: int  # results in messages before this one are cleared
-    count: int  # how many results this clearing replaces
+    before_seq: int  # tool results and files in messages before this one are cleared
+    count: int  # how many tool results this clearing replaces
     saved: int  # tokens it takes off the window
+    files: tuple[dict, ...] = ()  # the files it replaces (compaction/files.record)
 
 
 def plan(entries: Sequence[Entry], keep_tokens: int, min_chars: int) -> Clearing | None:
-    """What clearing can do now: the results outside the tail a compaction would keep."""
+    """What clearing can do now: the results and files outside the tail a compaction would
+    keep (one boundary for both: one decision, one divider that counts each)."""
     cut = choose_cut(entries, keep_tokens)
     if cut is None:
         return None
     count = saved = 0
+    gone: list[dict] = []
     for entry in entries:
         if entry.seq >= cut or entry.pinned:
             continue
-        after = clear_entry(entry, min_chars)
-        if after is not entry:
-            count += sum(
-                1
-                for old, new in zip(entry.content, after.content, strict=True)
-                if old is not new and type_of(new) == "tool_result"
-            )
-            saved += entry.tokens - after.tokens
-    if not count:
+        after, results, files_gone = _cleared_entry(entry, min_chars)
+        count += results
+        gone += files_gone
+        saved += entry.tokens - after.tokens
+    if not count and not gone:
         return None
-    return Clearing(cut, count, saved)
+    return Clearing(cut, count, saved, tuple(gone))

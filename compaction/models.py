@@ -21,7 +21,7 @@ class Compaction(UsageColumns):
 
     class Kind(models.TextChoices):
         SUMMARY = "summary"  # older messages folded into a summary
-        CLEAR = "clear"  # only old tool results replaced by placeholders (compaction/clearing.py)
+        CLEAR = "clear"  # only old tool results and files replaced by placeholders (clearing.py)
 
     class Status(models.TextChoices):
         RUNNING = "running"  # the summariser is working
@@ -41,6 +41,10 @@ class Compaction(UsageColumns):
     # it on, so a later summary keeps them cleared); how many this boundary cleared.
     cleared_before_seq = models.PositiveIntegerField(null=True, blank=True)
     cleared_count = models.PositiveIntegerField(default=0)
+    # The files this boundary took out of the window, each {"id", "name", "kind", "seq"}
+    # (compaction/files.record): a clearing's, replaced by lines naming them; a summary's,
+    # folded into it. The divider counts or lists them, linking each to the file itself.
+    files = models.JSONField(default=list, blank=True)
     instructions = models.TextField(blank=True)
     first_kept_seq = models.PositiveIntegerField(null=True, blank=True)
     pre_tokens = models.PositiveIntegerField(default=0)
@@ -89,6 +93,13 @@ class Compaction(UsageColumns):
     def saved_tokens(self) -> int:
         """Tokens every request after it no longer carries (until the window grows back)."""
         return max(self.pre_tokens - self.post_tokens, 0)
+
+    @property
+    def cleared_what(self) -> str:
+        """What a clearing replaced, as its divider says it: "2 files and 3 tool results"."""
+        counted = [(len(self.files), "file"), (self.cleared_count, "tool result")]
+        said = [f"{n:,} {word}{'s' if n != 1 else ''}" for n, word in counted if n]
+        return " and ".join(said) or "0 tool results"
 
     @property
     def divider_seq(self) -> int | None:

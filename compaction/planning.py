@@ -1,10 +1,10 @@
 """One compaction planned: what opening it does, decided at once from the window as it is.
 
-Old tool results are cleared when that alone is enough (only for an automatic compaction);
-else the window is cut at a safe point and what comes before the cut is folded into a summary.
-The plan says what to clear, where the kept tail starts, what the summary folds and the figures
-its boundary records; chat/compactions.py writes it in the transaction that holds the
-conversation's lock, and the summariser's call comes after.
+Old tool results and files are cleared when that alone is enough (only for an automatic
+compaction); else the window is cut at a safe point and what comes before the cut is folded
+into a summary. The plan says what to clear, where the kept tail starts, what the summary folds
+(and its files) and the figures its boundary records; chat/compactions.py writes it in the
+transaction that holds the conversation's lock, and the summariser's call comes after.
 
 A pure function over plain values: nothing here reads the database or settings.
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
-from compaction import clearing
+from compaction import clearing, files
 from compaction.clearing import Clearing
 from compaction.cut import choose_cut
 from compaction.entries import Entry
@@ -34,6 +34,8 @@ class Plan:
     clearing: Clearing | None = None
     summary: str = ""  # a clearing's boundary keeps the summary in force
     post_tokens: int | None = None  # a clearing's window after; a summary's is known once written
+    # The files it takes out of the window: a clearing's, or those the summary folds.
+    files: list[dict] = field(default_factory=list, hash=False)
 
 
 def plan_compaction(
@@ -57,12 +59,14 @@ def plan_compaction(
     cut = choose_cut(state.entries, state.budget.keep_tokens, later_versions)
     if cut is None:
         return None
+    older = [e for e in state.entries if e.seq < cut]
     return Plan(
         first_kept=cut,
         pre_tokens=state.tokens,
         # Results cleared before stay cleared in the tail this one keeps.
         cleared_before_seq=state.boundary.cleared_before_seq if state.boundary else None,
-        older=[e for e in state.entries if e.seq < cut],
+        older=older,
+        files=files.folded(older),
     )
 
 
@@ -86,4 +90,5 @@ def _cleared(state: WindowState, found: Clearing, min_chars: int) -> Plan:
         clearing=found,
         summary=state.summary or "",
         post_tokens=window_total(state.head_tokens, entries, None),
+        files=list(found.files),
     )

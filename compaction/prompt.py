@@ -11,7 +11,7 @@ import re
 from collections.abc import Sequence
 
 from compaction.entries import Entry
-from providers.blocks import block_text, text_of, type_of
+from providers.blocks import block_text, file_of, text_of, type_of
 
 SECTIONS: tuple[str, ...] = (
     "Primary request and intent",
@@ -59,6 +59,9 @@ def render_block(block: dict) -> str:
     if kind in ("thinking", "redacted_thinking"):
         # Private reasoning is not part of what was said.
         return ""
+    meta = file_of(block)
+    if meta is not None:  # its label (a cleared file is already a line saying so)
+        return block_text(block)
     return f"[{kind} block]"
 
 
@@ -142,6 +145,8 @@ commands, errors met and how they were fixed, and what the user said about it.
 Under "All user messages", list every user message in the conversation (from the previous brief \
 and the transcript), quoted verbatim, oldest first, omitting only tool results. Under "Next step", \
 give the single next action, tied directly to the most recent user request; quote that request.
+Under "Files and code", name every file given in the conversation (an image, a PDF, a text \
+file) with its kind, its message number and what it held, so it can be asked for again.
 {cite}
 Write nothing after </summary>."""
 

@@ -115,11 +115,16 @@ def file_tokens(meta: dict) -> int:
     return tokens if isinstance(tokens, int) and tokens > 0 else 0
 
 
+def file_kind(meta: dict) -> str:
+    """What a file is, in a word: "image", "PDF" or "text"."""
+    media = str(meta.get("media_type") or "")
+    return "image" if media.startswith("image/") else "PDF" if media.endswith("pdf") else "text"
+
+
 def file_label(meta: dict) -> str:
     """A file as one line of text: "image: build-error.png, 1,045 tokens" (what a transcript
     written as text, a bubble's title and the model's own label say)."""
-    media = str(meta.get("media_type") or "")
-    kind = "image" if media.startswith("image/") else "PDF" if media.endswith("pdf") else "text"
+    kind = file_kind(meta)
     size = ""
     if meta.get("width") and meta.get("height"):
         size = f", {meta['width']}×{meta['height']} px"

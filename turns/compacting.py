@@ -17,7 +17,7 @@ from dataclasses import replace
 
 from django.conf import settings
 
-from chat import compactions, limits
+from chat import compactions, file_blocks, limits
 from chat.compactions import Opened
 from chat.events import CompactionSettled, Notice, Progress
 from compaction import boundaries, summariser
@@ -109,6 +109,13 @@ async def _over_prefix(opened: Opened, client, model: str):
     )
     if request is None:
         return None
+    if file_blocks.names_files(request.messages):
+        # As the chat request carries them (the same bytes: the prefix is the one cached), so
+        # the model sees the files it describes; a stored reference is no block the API takes.
+        messages = await db.run(
+            file_blocks.for_request, request.messages, opened.conversation.owner_id
+        )
+        request = replace(request, messages=messages)
     # Looked up only now: it may connect to the MCP servers.
     box = await tools.offered(capabilities, opened.conversation.disabled_tools)
     return replace(request, tools=box.definitions) if box else request

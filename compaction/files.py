@@ -1,0 +1,120 @@
+"""Files through compaction, as text: what a cleared file leaves in the window, what a boundary
+records of the files it took out, and how the rule-based brief names a folded file.
+
+A file in a message is a block naming its upload (providers/blocks.py), never its bytes: all
+here is written from that description, so it works without storage. A text file's or PDF's
+first lines come with the description when the upload gave them (its "lines", written by
+chat/attachments.block); older blocks have none, and are named without.
+
+Plain functions over plain values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from compaction.entries import Entry
+from providers.blocks import file_kind, file_of, file_tokens, type_of
+
+# The words that make a cleared file's line recognisable (and say how to get the file back).
+CLEARED_NOTE = "cleared: read_attachment brings it back"
+# A text file's or PDF's first lines, as the brief quotes them.
+LINES_CHARS = 200
+
+
+def placeholder(meta: dict, seq: int) -> str:
+    """The line a cleared file leaves in the window: "[image: build-error.png (#12,
+    attachment 7), 1,045 tokens, cleared: read_attachment brings it back]". The attachment's
+    id is what read_attachment is given."""
+    where = f"#{seq}" + (f", attachment {meta['id']}" if isinstance(meta.get("id"), int) else "")
+    return (
+        f"[{file_kind(meta)}: {_name(meta)} ({where}), {file_tokens(meta):,} tokens, "
+        f"{CLEARED_NOTE}]"
+    )
+
+
+def record(meta: dict, seq: int) -> dict:
+    """What a boundary keeps of a file it took out of the window (its divider links it)."""
+    return {
+        "id": meta.get("id"),
+        "name": _name(meta),
+        "kind": file_kind(meta),
+        "seq": seq,
+    }
+
+
+def in_entries(entries: Iterable[Entry]) -> list[tuple[dict, int]]:
+    """Each file the entries hold, with its message's seq, once (a file given back by a tool
+    is the file it was), in order: at the top level of a message or inside a tool result."""
+    found, seen = [], set()
+    for entry in entries:
+        for meta in _metas(entry.content):
+            key = meta.get("id") if isinstance(meta.get("id"), int) else id(meta)
+            if key not in seen:
+                seen.add(key)
+                found.append((meta, entry.seq))
+    return found
+
+
+def folded(entries: Sequence[Entry]) -> list[dict]:
+    """The records of the files a summary folds: those of `entries` not pinned (a pinned
+    message rides verbatim, its files with it)."""
+    return [record(meta, seq) for meta, seq in in_entries(e for e in entries if not e.pinned)]
+
+
+def described(meta: dict, seq: int) -> str:
+    """A folded file as the rule-based brief names it: "(#12) PDF: spec.pdf, 2 pages, 3.1 kB,
+    6,000 tokens (attachment 7); first lines: ..."."""
+    size = [_dimensions(meta), _bytes(meta), f"{file_tokens(meta):,} tokens"]
+    text = f"(#{seq}) {file_kind(meta)}: {_name(meta)}, {', '.join(s for s in size if s)}"
+    if isinstance(meta.get("id"), int):
+        text += f" (attachment {meta['id']})"
+    lines = first_lines(meta)
+    return f"{text}; first lines: {lines}" if lines else text
+
+
+def first_lines(meta: dict) -> str:
+    """A text file's or PDF's first lines on one line ("a / b / c"), at most LINES_CHARS; ""
+    when its description has none. Taken as a list of lines or as one text."""
+    lines = meta.get("lines")
+    if isinstance(lines, str):
+        lines = lines.splitlines()
+    if not isinstance(lines, list):
+        return ""
+    text = " / ".join(" ".join(str(line).split()) for line in lines if str(line).strip())
+    return text if len(text) <= LINES_CHARS else text[: LINES_CHARS - 1].rstrip() + "…"
+
+
+def _metas(content: Iterable) -> list[dict]:
+    found = []
+    for block in content or ():
+        inner = block.get("content") if type_of(block) == "tool_result" else None
+        for item in [block, *(inner if isinstance(inner, list) else ())]:
+            meta = file_of(item)
+            if meta is not None:
+                found.append(meta)
+    return found
+
+
+def _name(meta: dict) -> str:
+    return str(meta.get("name") or "file")
+
+
+def _dimensions(meta: dict) -> str:
+    if meta.get("width") and meta.get("height"):
+        return f"{meta['width']}×{meta['height']} px"
+    pages = meta.get("pages")
+    if isinstance(pages, int) and pages > 0:
+        return f"{pages:,} page{'s' if pages != 1 else ''}"
+    return ""
+
+
+def _bytes(meta: dict) -> str:
+    size = meta.get("bytes")
+    if not isinstance(size, int) or size < 0:
+        return ""
+    if size < 1000:
+        return f"{size} bytes"
+    if size < 1_000_000:
+        return f"{size / 1000:.1f} kB"
+    return f"{size / 1_000_000:.1f} MB"
