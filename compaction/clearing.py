@@ -43,7 +43,8 @@ def clear_entry(entry: Entry, min_chars: int) -> Entry:
 
 
 def _cleared_entry(entry: Entry, min_chars: int) -> tuple[Entry, int, list[dict]]:
-    """(the entry cleared, how many tool results that replaced, the files it replaced)."""
+    """(the entry cleared, how many tool results that replaced, the descriptions of the files
+    it replaced: the entry keeps them too, for a summary to name)."""
     tools = {b.get("id"): b.get("name", "a tool") for b in tool_uses(entry.content)}
     results, gone, content = 0, [], []
     for block in entry.content:
@@ -66,7 +67,13 @@ def _cleared_entry(entry: Entry, min_chars: int) -> tuple[Entry, int, list[dict]
         content.append(block)
     if not results and not gone:
         return entry, 0, []
-    return replace(entry, content=content, tokens=estimate_content(content)), results, gone
+    after = replace(
+        entry,
+        content=content,
+        tokens=estimate_content(content),
+        cleared_files=(*entry.cleared_files, *gone),
+    )
+    return after, results, gone
 
 
 def _without_files(blocks: list, seq: int) -> tuple[list, list[dict]]:
@@ -79,7 +86,7 @@ def _without_files(blocks: list, seq: int) -> tuple[list, list[dict]]:
             line = files.placeholder(meta, seq)
             if file_tokens(meta) > estimate_text(line):
                 block = {"type": "text", "text": line}
-                gone.append(files.record(meta, seq))
+                gone.append(meta)
         out.append(block)
     return out, gone
 
@@ -117,9 +124,9 @@ def plan(entries: Sequence[Entry], keep_tokens: int, min_chars: int) -> Clearing
     for entry in entries:
         if entry.seq >= cut or entry.pinned:
             continue
-        after, results, files_gone = _cleared_entry(entry, min_chars)
+        after, results, metas = _cleared_entry(entry, min_chars)
         count += results
-        gone += files_gone
+        gone += [files.record(meta, entry.seq) for meta in metas]
         saved += entry.tokens - after.tokens
     if not count and not gone:
         return None

@@ -21,6 +21,9 @@ class Entry:
     content: list[dict] = field(hash=False)
     tokens: int = 0
     pinned: bool = False
+    # The files clearing took out of `content` (their descriptions, compaction/clearing.py): no
+    # longer in the window, still what the message gave, for a summary to name.
+    cleared_files: tuple[dict, ...] = field(default=(), hash=False)
 
     @cached_property  # asked of every entry of the window on every request
     def is_tool_result(self) -> bool:

@@ -44,11 +44,12 @@ def record(meta: dict, seq: int) -> dict:
 
 
 def in_entries(entries: Iterable[Entry]) -> list[tuple[dict, int]]:
-    """Each file the entries hold, with its message's seq, once (a file given back by a tool
-    is the file it was), in order: at the top level of a message or inside a tool result."""
+    """Each file the entries gave, with its message's seq, once (a file given back by a tool
+    is the file it was), in order: at the top level of a message or inside a tool result, or
+    cleared from the window since."""
     found, seen = [], set()
     for entry in entries:
-        for meta in _metas(entry.content):
+        for meta in [*entry.cleared_files, *_metas(entry.content)]:
             key = meta.get("id") if isinstance(meta.get("id"), int) else id(meta)
             if key not in seen:
                 seen.add(key)

@@ -218,6 +218,25 @@ async def test_the_rule_based_brief_names_each_folded_file_with_what_it_held(
     assert "(#1) image: build-error.png" in after["messages"][0]["content"][0]["text"]
 
 
+async def test_files_cleared_before_are_still_named_when_their_span_is_folded(
+    alice, conversation, fake_anthropic, uploads
+):
+    reply = "I see a stack trace. " + " ".join(f"detail{i}" for i in range(1000))
+    await two_turns(
+        alice, conversation, fake_anthropic, uploads, usage={"input_tokens": 12_500}, reply=reply
+    )
+    fake_anthropic.enqueue_status(400, "invalid_request_error", "no summaries today")
+    frames = await compact_now(alice, conversation)
+
+    rows = [r async for r in Compaction.objects.filter(conversation=conversation).order_by("id")]
+    assert [(r.kind, r.status) for r in rows] == [("clear", "committed"), ("summary", "committed")]
+    folded = rows[-1]
+    assert [f["name"] for f in folded.files] == ["build-error.png", "spec.pdf", "notes.txt"]
+    assert "(#1) image: build-error.png, 1200×900 px" in folded.summary
+    assert "(#1) PDF: spec.pdf, 1 page" in folded.summary
+    assert "folded 3 files" in "".join(frames)
+
+
 async def test_a_pinned_file_rides_verbatim_through_the_fold(
     alice, conversation, fake_anthropic, uploads
 ):
