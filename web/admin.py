@@ -230,6 +230,7 @@ class CompactionAdmin(Unchangeable, admin.ModelAdmin):
                     ("pre_tokens", "post_tokens"),
                     "compacted_span",
                     ("cleared_before_seq", "cleared_count"),
+                    "files",
                     ("summariser", "summary_model", "edited", "imported"),
                     "error",
                     "duration_ms",
