@@ -24,9 +24,9 @@ LINES_CHARS = 200
 
 def placeholder(meta: dict, seq: int) -> str:
     """The line a cleared file leaves in the window: "[image: build-error.png (#12,
-    attachment 7), 1,045 tokens, cleared: read_attachment brings it back]". The attachment's
-    id is what read_attachment is given."""
-    where = f"#{seq}" + (f", attachment {meta['id']}" if isinstance(meta.get("id"), int) else "")
+    attachment_id 7), 1,045 tokens, cleared: read_attachment brings it back]": read_attachment
+    takes either the message and name or the id."""
+    where = f"#{seq}" + (f", attachment_id {meta['id']}" if isinstance(meta.get("id"), int) else "")
     return (
         f"[{file_kind(meta)}: {_name(meta)} ({where}), {file_tokens(meta):,} tokens, "
         f"{CLEARED_NOTE}]"
@@ -65,11 +65,11 @@ def folded(entries: Sequence[Entry]) -> list[dict]:
 
 def described(meta: dict, seq: int) -> str:
     """A folded file as the rule-based brief names it: "(#12) PDF: spec.pdf, 2 pages, 3.1 kB,
-    6,000 tokens (attachment 7); first lines: ..."."""
+    6,000 tokens (attachment_id 7); first lines: ..."."""
     size = [_dimensions(meta), _bytes(meta), f"{file_tokens(meta):,} tokens"]
     text = f"(#{seq}) {file_kind(meta)}: {_name(meta)}, {', '.join(s for s in size if s)}"
     if isinstance(meta.get("id"), int):
-        text += f" (attachment {meta['id']})"
+        text += f" (attachment_id {meta['id']})"
     lines = first_lines(meta)
     return f"{text}; first lines: {lines}" if lines else text
 

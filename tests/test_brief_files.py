@@ -46,9 +46,9 @@ def test_each_file_is_named_with_what_it_held():
     ]
     brief = rule_based_summary(entries, None, max_chars=3000)
     assert section(brief, FILES_HEADING).splitlines() == [
-        "- (#1) PDF: spec.pdf, 2 pages, 231.4 kB, 6,000 tokens (attachment 7); "
+        "- (#1) PDF: spec.pdf, 2 pages, 231.4 kB, 6,000 tokens (attachment_id 7); "
         "first lines: Invoice API / v2, draft",
-        "- (#1) image: build-error.png, 800×600 px, 48.2 kB, 640 tokens (attachment 8)",
+        "- (#1) image: build-error.png, 800×600 px, 48.2 kB, 640 tokens (attachment_id 8)",
     ]
 
 
@@ -65,8 +65,8 @@ def test_the_files_a_brief_named_are_carried_into_the_next():
         [user(3, "And this.", png(9, "after.png")), reply(4, "Both seen.")], first, max_chars=3000
     )
     assert section(second, FILES_HEADING).splitlines() == [
-        "- (#1) image: build-error.png, 800×600 px, 48.2 kB, 640 tokens (attachment 8)",
-        "- (#3) image: after.png, 800×600 px, 48.2 kB, 640 tokens (attachment 9)",
+        "- (#1) image: build-error.png, 800×600 px, 48.2 kB, 640 tokens (attachment_id 8)",
+        "- (#3) image: after.png, 800×600 px, 48.2 kB, 640 tokens (attachment_id 9)",
     ]
     assert "build-error.png" not in section(second, EARLIER_HEADING)  # named once
 

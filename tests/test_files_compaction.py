@@ -147,10 +147,10 @@ async def test_past_the_threshold_old_files_are_cleared_and_the_divider_counts_t
     first = after["messages"][0]["content"]
     lines = [b["text"] for b in first if CLEARED_NOTE in b.get("text", "")]
     assert lines == [
-        f"[image: build-error.png (#1, attachment {uploads['image'].pk}), 1,440 tokens, "
+        f"[image: build-error.png (#1, attachment_id {uploads['image'].pk}), 1,440 tokens, "
         f"{CLEARED_NOTE}]",
-        f"[PDF: spec.pdf (#1, attachment {uploads['pdf'].pk}), 3,000 tokens, {CLEARED_NOTE}]",
-        f"[text: notes.txt (#1, attachment {uploads['text'].pk}), "
+        f"[PDF: spec.pdf (#1, attachment_id {uploads['pdf'].pk}), 3,000 tokens, {CLEARED_NOTE}]",
+        f"[text: notes.txt (#1, attachment_id {uploads['text'].pk}), "
         f"{uploads['text'].tokens:,} tokens, {CLEARED_NOTE}]",
     ]
     # The transcript keeps every file.
@@ -205,7 +205,7 @@ async def test_the_rule_based_brief_names_each_folded_file_with_what_it_held(
     image, pdf = uploads["image"], uploads["pdf"]
     assert (
         f"(#1) image: build-error.png, 1200×900 px, {image.bytes / 1000:.1f} kB, 1,440 tokens "
-        f"(attachment {image.pk})" in row.summary
+        f"(attachment_id {image.pk})" in row.summary
     )
     assert f"(#1) PDF: spec.pdf, 1 page, {pdf.bytes} bytes, 3,000 tokens" in row.summary
     assert "(#1) text: notes.txt" in row.summary
