@@ -23,13 +23,12 @@ LINES_CHARS = 200
 
 
 def placeholder(meta: dict, seq: int) -> str:
-    """The line a cleared file leaves in the window: "[image: build-error.png (#12,
-    attachment_id 7), 1,045 tokens, cleared: read_attachment brings it back]": read_attachment
-    takes either the message and name or the id."""
-    where = f"#{seq}" + (f", attachment_id {meta['id']}" if isinstance(meta.get("id"), int) else "")
+    """The line a cleared file leaves in the window: "[image: build-error.png (#12), 1,045
+    tokens, cleared: read_attachment brings it back]". Its message and name are what
+    read_attachment is given (and the offline demo model reads, providers/demo_files.py): the
+    same words every time."""
     return (
-        f"[{file_kind(meta)}: {_name(meta)} ({where}), {file_tokens(meta):,} tokens, "
-        f"{CLEARED_NOTE}]"
+        f"[{file_kind(meta)}: {_name(meta)} (#{seq}), {file_tokens(meta):,} tokens, {CLEARED_NOTE}]"
     )
 
 

@@ -38,7 +38,7 @@ def test_a_file_becomes_a_line_naming_it_and_a_small_one_stays():
     assert after.content[0] == message.content[0]
     assert after.content[1] == {
         "type": "text",
-        "text": f"[image: build-error.png (#12, attachment_id 7), 1,045 tokens, {CLEARED_NOTE}]",
+        "text": f"[image: build-error.png (#12), 1,045 tokens, {CLEARED_NOTE}]",
     }
     assert after.content[2] == message.content[2]  # its line would cost more than it does
     assert after.cleared_files == (message.content[1]["attachment"],)

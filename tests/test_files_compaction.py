@@ -147,11 +147,9 @@ async def test_past_the_threshold_old_files_are_cleared_and_the_divider_counts_t
     first = after["messages"][0]["content"]
     lines = [b["text"] for b in first if CLEARED_NOTE in b.get("text", "")]
     assert lines == [
-        f"[image: build-error.png (#1, attachment_id {uploads['image'].pk}), 1,440 tokens, "
-        f"{CLEARED_NOTE}]",
-        f"[PDF: spec.pdf (#1, attachment_id {uploads['pdf'].pk}), 3,000 tokens, {CLEARED_NOTE}]",
-        f"[text: notes.txt (#1, attachment_id {uploads['text'].pk}), "
-        f"{uploads['text'].tokens:,} tokens, {CLEARED_NOTE}]",
+        f"[image: build-error.png (#1), 1,440 tokens, {CLEARED_NOTE}]",
+        f"[PDF: spec.pdf (#1), 3,000 tokens, {CLEARED_NOTE}]",
+        f"[text: notes.txt (#1), {uploads['text'].tokens:,} tokens, {CLEARED_NOTE}]",
     ]
     # The transcript keeps every file.
     message = await Message.objects.aget(conversation=conversation, seq=1)
