@@ -156,6 +156,24 @@ async def test_past_the_threshold_old_files_are_cleared_and_the_divider_counts_t
     assert [b["type"] for b in message.content] == ["text", "image", "document", "document"]
 
 
+async def test_undoing_the_clearing_gives_the_model_its_files_back(
+    alice, conversation, fake_anthropic, uploads
+):
+    await two_turns(alice, conversation, fake_anthropic, uploads, usage={"input_tokens": 12_500})
+    ws = socket_for(alice, conversation.pk)
+    await ws.connect()
+    await ws.send_to(text_data=frame(action="undo"))
+    await receive_until(ws, lambda f: "Compaction undone" in f)
+    await ws.disconnect()
+
+    fake_anthropic.enqueue_reply(["Sure."])
+    await send(alice, conversation, "What now?", 6)
+    after = fake_anthropic.requests[-1]
+    assert fake_anthropic.invalid == []
+    assert len(file_blocks(after)) == 4
+    assert CLEARED_NOTE not in texts(after)
+
+
 async def test_a_fold_over_the_prefix_sees_the_files_and_its_divider_lists_them(
     alice, conversation, fake_anthropic, uploads
 ):
