@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from providers.blocks import carried_files, file_tokens, texts, type_of
+from compaction import files
+from providers.blocks import carried_files, file_tokens, text_of, texts, type_of
 
 
 @dataclass(frozen=True)
@@ -41,4 +42,9 @@ class Entry:
 
     @property
     def text(self) -> str:
-        return texts(self.content)
+        """What the message says: its text blocks, less the lines clearing put in place of its
+        files (the app's words, not the person's: no fact, no quote)."""
+        if not self.cleared_files:
+            return texts(self.content)
+        lines = {files.placeholder(meta, self.seq) for meta in self.cleared_files}
+        return texts([b for b in self.content if text_of(b) not in lines])

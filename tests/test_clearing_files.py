@@ -5,6 +5,8 @@ divider counts each kind."""
 
 from __future__ import annotations
 
+from compaction import facts, key_facts
+from compaction.brief import rule_based_summary
 from compaction.clearing import clear_entry, plan
 from compaction.entries import Entry
 from compaction.files import CLEARED_NOTE
@@ -96,3 +98,12 @@ def test_the_divider_counts_each_kind():
     assert said(2, 0) == "2 files"
     assert said(1, 0) == "1 file"
     assert said(0, 1) == "1 tool result"
+
+
+def test_the_line_in_place_of_a_file_is_no_fact_and_no_quote():
+    message, _ = file_turn(12, image(7))
+    after = clear_entry(message, 2000)
+    assert after.text == message.text == "look at these 12"  # the person's words only
+    assert key_facts.of_span([after]) == key_facts.of_span([message])
+    assert facts.facts_of([after]) == facts.facts_of([message])
+    assert "read_attachment" not in rule_based_summary([after], None).split("## Files")[0]
