@@ -5,8 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from compaction import files
 from providers.blocks import carried_files, file_tokens, text_of, texts, type_of
+
+# How the line ends that clearing puts in place of a file (compaction/files.placeholder).
+CLEARED_NOTE = "cleared: read_attachment brings it back"
+
+
+def _clearing_line(text: str) -> bool:
+    return text.startswith("[") and text.endswith(f"{CLEARED_NOTE}]") and "\n" not in text
 
 
 @dataclass(frozen=True)
@@ -46,5 +52,4 @@ class Entry:
         files (the app's words, not the person's: no fact, no quote)."""
         if not self.cleared_files:
             return texts(self.content)
-        lines = {files.placeholder(meta, self.seq) for meta in self.cleared_files}
-        return texts([b for b in self.content if text_of(b) not in lines])
+        return texts([b for b in self.content if not _clearing_line(text_of(b))])

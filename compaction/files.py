@@ -12,15 +12,10 @@ Plain functions over plain values.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
 
+from compaction.entries import CLEARED_NOTE, Entry
 from providers.blocks import file_kind, file_of, file_tokens, type_of
 
-if TYPE_CHECKING:  # an entry's text leaves out the lines written here (compaction/entries.py)
-    from compaction.entries import Entry
-
-# The words that make a cleared file's line recognisable (and say how to get the file back).
-CLEARED_NOTE = "cleared: read_attachment brings it back"
 # A text file's or PDF's first lines, as the brief quotes them.
 LINES_CHARS = 200
 
