@@ -135,7 +135,7 @@ EARLIER_HEADING = "Earlier brief"
 # the room (in sixths); beyond it the oldest are counted, not named.
 FILES_HEADING = "Files"
 _FILES_SIXTHS = 2
-_FILE_LINE_RE = re.compile(r"^- \(#\d+\) ")
+_FILE_LINE_RE = re.compile(r"^- \[(?:image|PDF|text): ")
 
 
 def rule_based_summary(

@@ -8,7 +8,8 @@ from functools import cached_property
 from providers.blocks import carried_files, file_tokens, text_of, texts, type_of
 
 # How the line ends that clearing puts in place of a file (compaction/files.placeholder).
-CLEARED_NOTE = "cleared: read_attachment brings it back"
+RECALL = "read_attachment brings it back"
+CLEARED_NOTE = f"cleared: {RECALL}"
 
 
 def _clearing_line(text: str) -> bool:

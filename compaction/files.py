@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from compaction.entries import CLEARED_NOTE, Entry
+from compaction.entries import CLEARED_NOTE, RECALL, Entry
 from providers.blocks import file_kind, file_of, file_tokens, type_of
 
 # A text file's or PDF's first lines, as the brief quotes them.
@@ -61,14 +61,18 @@ def folded(entries: Sequence[Entry]) -> list[dict]:
 
 
 def described(meta: dict, seq: int) -> str:
-    """A folded file as the rule-based brief names it: "(#12) PDF: spec.pdf, 2 pages, 3.1 kB,
-    6,000 tokens (attachment_id 7); first lines: ..."."""
+    """A folded file as the rule-based brief names it, in the form of a cleared file's line
+    (so a reader of either, the model or the offline demo, finds it the same way): "[PDF:
+    spec.pdf (#12), 2 pages, 231.4 kB, 6,000 tokens, attachment_id 7: read_attachment brings
+    it back]", then its first lines when its description has them."""
     size = [_dimensions(meta), _bytes(meta), f"{file_tokens(meta):,} tokens"]
-    text = f"(#{seq}) {file_kind(meta)}: {_name(meta)}, {', '.join(s for s in size if s)}"
     if isinstance(meta.get("id"), int):
-        text += f" (attachment_id {meta['id']})"
+        size.append(f"attachment_id {meta['id']}")
+    text = (
+        f"[{file_kind(meta)}: {_name(meta)} (#{seq}), {', '.join(s for s in size if s)}: {RECALL}]"
+    )
     lines = first_lines(meta)
-    return f"{text}; first lines: {lines}" if lines else text
+    return f"{text} first lines: {lines}" if lines else text
 
 
 def first_lines(meta: dict) -> str:

@@ -30,6 +30,12 @@ def png(attachment_id: int, name: str) -> dict:
     return {"type": "image", "attachment": meta | {"tokens": 640, "width": 800, "height": 600}}
 
 
+IMAGE_8 = (
+    "[image: build-error.png (#1), 800×600 px, 48.2 kB, 640 tokens, attachment_id 8: "
+    "read_attachment brings it back]"
+)
+
+
 def section(brief: str, heading: str) -> str:
     return brief.split(f"## {heading}\n", 1)[1].split("\n\n", 1)[0]
 
@@ -46,9 +52,9 @@ def test_each_file_is_named_with_what_it_held():
     ]
     brief = rule_based_summary(entries, None, max_chars=3000)
     assert section(brief, FILES_HEADING).splitlines() == [
-        "- (#1) PDF: spec.pdf, 2 pages, 231.4 kB, 6,000 tokens (attachment_id 7); "
-        "first lines: Invoice API / v2, draft",
-        "- (#1) image: build-error.png, 800×600 px, 48.2 kB, 640 tokens (attachment_id 8)",
+        "- [PDF: spec.pdf (#1), 2 pages, 231.4 kB, 6,000 tokens, attachment_id 7: "
+        "read_attachment brings it back] first lines: Invoice API / v2, draft",
+        f"- {IMAGE_8}",
     ]
 
 
@@ -65,8 +71,9 @@ def test_the_files_a_brief_named_are_carried_into_the_next():
         [user(3, "And this.", png(9, "after.png")), reply(4, "Both seen.")], first, max_chars=3000
     )
     assert section(second, FILES_HEADING).splitlines() == [
-        "- (#1) image: build-error.png, 800×600 px, 48.2 kB, 640 tokens (attachment_id 8)",
-        "- (#3) image: after.png, 800×600 px, 48.2 kB, 640 tokens (attachment_id 9)",
+        f"- {IMAGE_8}",
+        "- [image: after.png (#3), 800×600 px, 48.2 kB, 640 tokens, attachment_id 9: "
+        "read_attachment brings it back]",
     ]
     assert "build-error.png" not in section(second, EARLIER_HEADING)  # named once
 
@@ -78,4 +85,4 @@ def test_when_the_room_runs_out_the_newest_are_named_and_the_others_counted():
     assert len(brief) <= 2000
     left_out = 59 - (len(named) - 1)
     assert named[0] == f"- ({left_out} earlier files not named for length)"
-    assert named[-1].startswith("- (#59) image: shot-59.png")
+    assert named[-1].startswith("- [image: shot-59.png (#59), ")

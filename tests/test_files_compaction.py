@@ -2,7 +2,9 @@
 server: past the auto threshold the files of older turns are cleared from the window (a line
 names each, and how to get it back), and the divider counts them; a summary that folds them
 names each, and its divider lists them; a pinned file rides verbatim; the summary request
-itself carries the files as the API's blocks. The transcript keeps every file."""
+itself carries the files as the API's blocks; undoing a clearing gives the files back, and a
+model (the offline demo) gets a cleared one back with read_attachment. The transcript keeps
+every file."""
 
 from __future__ import annotations
 
@@ -20,6 +22,8 @@ from chat.conversations import set_pinned
 from chat.models import Message
 from compaction.files import CLEARED_NOTE
 from compaction.models import Compaction
+from providers import registry
+from providers.demo import DemoClient
 from support.waiting import settle
 from tests import sample_files
 from tests.conftest import frame, receive_until, shows, socket_for
@@ -220,18 +224,18 @@ async def test_the_rule_based_brief_names_each_folded_file_with_what_it_held(
     assert (row.status, row.summariser) == ("committed", "rules")
     image, pdf = uploads["image"], uploads["pdf"]
     assert (
-        f"(#1) image: build-error.png, 1200×900 px, {image.bytes / 1000:.1f} kB, 1,440 tokens "
-        f"(attachment_id {image.pk})" in row.summary
+        f"[image: build-error.png (#1), 1200×900 px, {image.bytes / 1000:.1f} kB, 1,440 tokens, "
+        f"attachment_id {image.pk}: read_attachment brings it back]" in row.summary
     )
-    assert f"(#1) PDF: spec.pdf, 1 page, {pdf.bytes} bytes, 3,000 tokens" in row.summary
-    assert "(#1) text: notes.txt" in row.summary
+    assert f"[PDF: spec.pdf (#1), 1 page, {pdf.bytes} bytes, 3,000 tokens" in row.summary
+    assert "[text: notes.txt (#1), " in row.summary
     assert "folded 3 files" in "".join(frames)
 
     fake_anthropic.enqueue_reply(["Sure."])
     await send(alice, conversation, "What now?", 6)
     after = fake_anthropic.requests[-1]
     assert fake_anthropic.invalid == []
-    assert "(#1) image: build-error.png" in after["messages"][0]["content"][0]["text"]
+    assert "[image: build-error.png (#1), " in after["messages"][0]["content"][0]["text"]
 
 
 async def test_files_cleared_before_are_still_named_when_their_span_is_folded(
@@ -248,8 +252,8 @@ async def test_files_cleared_before_are_still_named_when_their_span_is_folded(
     assert [(r.kind, r.status) for r in rows] == [("clear", "committed"), ("summary", "committed")]
     folded = rows[-1]
     assert [f["name"] for f in folded.files] == ["build-error.png", "spec.pdf", "notes.txt"]
-    assert "(#1) image: build-error.png, 1200×900 px" in folded.summary
-    assert "(#1) PDF: spec.pdf, 1 page" in folded.summary
+    assert "[image: build-error.png (#1), 1200×900 px" in folded.summary
+    assert "[PDF: spec.pdf (#1), 1 page" in folded.summary
     assert "folded 3 files" in "".join(frames)
 
 
@@ -280,3 +284,29 @@ async def test_a_pinned_file_rides_verbatim_through_the_fold(
         "spec.pdf",
         "notes.txt",
     ]
+
+
+async def test_the_offline_demo_gets_a_cleared_file_back_with_read_attachment(
+    alice, conversation, settings
+):
+    # The model is the offline demo: it reads the line clearing left and asks for the file.
+    registry.register(DemoClient())
+    settings.CONTEXT_BUDGET_TOKENS = 2_000  # threshold 1,200: two screenshots pass it
+
+    def up(name):
+        data = sample_files.image("PNG", (800, 600))
+        return attachments.upload(alice, conversation.pk, SimpleUploadedFile(name, data))
+
+    first, second = await sync_to_async(up)("build-error.png"), await sync_to_async(up)("b.png")
+    await send(alice, conversation, "Here is the error.", 2, [first])
+    await send(alice, conversation, "And after the fix?", 4, [second])
+    row = await Compaction.objects.aget(conversation=conversation)
+    assert (row.kind, [f["name"] for f in row.files]) == ("clear", ["build-error.png"])
+
+    await send(alice, conversation, "What did build-error.png show?", 6)
+    reply = await Message.objects.aget(conversation=conversation, seq=6)
+    call, result = reply.content[1], reply.content[2]
+    assert call["name"] == "read_attachment"
+    assert call["input"] == {"seq": 1, "name": "build-error.png"}
+    assert result["content"][1]["attachment"]["id"] == first.pk
+    assert reply.content[-1]["text"].startswith("I read it again with read_attachment:")
