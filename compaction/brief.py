@@ -135,7 +135,6 @@ EARLIER_HEADING = "Earlier brief"
 # the room (in sixths); beyond it the oldest are counted, not named.
 FILES_HEADING = "Files"
 _FILES_SIXTHS = 2
-_FILE_LINE_RE = re.compile(r"^- \[(?:image|PDF|text): ")
 
 
 def rule_based_summary(
@@ -189,7 +188,9 @@ def _brief(
     # is shared out by _WEIGHTS. When the bound is tight, the sections still get half of what
     # the facts leave (their headings need less than the 40 characters each set aside).
     free = max_chars - len(RULES_NOTE) - len(FACTS_HEADING) - 6
-    named = _files(previous, entries, max(free, 0) * _FILES_SIXTHS // 6)
+    named = files.section(
+        _section(previous, FILES_HEADING), entries, max(free, 0) * _FILES_SIXTHS // 6
+    )
     free -= len(named) + len(FILES_HEADING) + 6 if named else 0
     earlier = _earlier_brief(previous) if previous else ""
     # A brief the model wrote before this one (the part before, when a span folded in parts
@@ -275,43 +276,6 @@ def _earlier_brief(previous: str) -> str:
         elif heading not in (FACTS_HEADING, EARLIER_HEADING, FILES_HEADING):
             kept.append(f"## {heading}\n{body}")
     return "\n\n".join(kept)
-
-
-def _files(previous: str, entries: Sequence[Entry], budget: int) -> str:
-    """The files section: those the brief before named, then those of `entries`, one line each
-    (compaction/files.described: name, kind, size, dimensions or pages, first lines), within
-    `budget`; when they do not all fit, the newest are named and the others counted."""
-    carried = [
-        line for line in _section(previous, FILES_HEADING).splitlines() if _FILE_LINE_RE.match(line)
-    ]
-    lines = list(
-        dict.fromkeys(
-            [
-                *carried,
-                *(f"- {files.described(meta, seq)}" for meta, seq in files.in_entries(entries)),
-            ]
-        )
-    )
-    if not lines:
-        return ""
-    kept: list[str] = []
-    used = 0
-    for line in reversed(lines):
-        room = budget - (_FILES_NOTE if len(kept) + 1 < len(lines) else 0)
-        if used + len(line) + 1 > room:
-            break
-        kept.insert(0, line)
-        used += len(line) + 1
-    left_out = len(lines) - len(kept)
-    if left_out:
-        kept.insert(
-            0, f"- ({left_out} earlier file{'s' if left_out != 1 else ''} not named for length)"
-        )
-    return "\n".join(kept)
-
-
-# Room kept for the line that counts the files not named.
-_FILES_NOTE = 50
 
 
 def _demote_headings(text: str) -> str:

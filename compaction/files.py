@@ -11,6 +11,7 @@ Plain functions over plain values.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 
 from compaction.entries import CLEARED_NOTE, RECALL, Entry
@@ -18,6 +19,10 @@ from providers.blocks import file_kind, file_of, file_tokens, type_of
 
 # A text file's or PDF's first lines, as the brief quotes them.
 LINES_CHARS = 200
+# A line of the brief's files section (`described`), and the room kept for the one that counts
+# the files not named.
+_LINE_RE = re.compile(r"^- \[(?:image|PDF|text): ")
+_NOTE_ROOM = 50
 
 
 def placeholder(meta: dict, seq: int) -> str:
@@ -73,6 +78,27 @@ def described(meta: dict, seq: int) -> str:
     )
     lines = first_lines(meta)
     return f"{text} first lines: {lines}" if lines else text
+
+
+def section(carried: str, entries: Sequence[Entry], budget: int) -> str:
+    """The rule-based brief's files section: the lines the brief before named (`carried`, its
+    section), then those of the files of `entries` (`described`), within `budget` characters;
+    when they do not all fit, the newest are named and the others counted."""
+    kept_on = [line for line in carried.splitlines() if _LINE_RE.match(line)]
+    new = [f"- {described(meta, seq)}" for meta, seq in in_entries(entries)]
+    lines = list(dict.fromkeys([*kept_on, *new]))
+    kept: list[str] = []
+    used = 0
+    for line in reversed(lines):
+        room = budget - (_NOTE_ROOM if len(kept) + 1 < len(lines) else 0)
+        if used + len(line) + 1 > room:
+            break
+        kept.insert(0, line)
+        used += len(line) + 1
+    if len(kept) < len(lines):
+        out = len(lines) - len(kept)
+        kept.insert(0, f"- ({out} earlier file{'s' if out != 1 else ''} not named for length)")
+    return "\n".join(kept)
 
 
 def first_lines(meta: dict) -> str:
