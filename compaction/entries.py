@@ -13,6 +13,7 @@ CLEARED_NOTE = f"cleared: {RECALL}"
 
 
 def _clearing_line(text: str) -> bool:
+    """Whether a text block is such a line (asked only of a message clearing changed)."""
     return text.startswith("[") and text.endswith(f"{CLEARED_NOTE}]") and "\n" not in text
 
 

@@ -2,9 +2,9 @@
 records of the files it took out, and how the rule-based brief names a folded file.
 
 A file in a message is a block naming its upload (providers/blocks.py), never its bytes: all
-here is written from that description, so it works without storage. A text file's or PDF's
-first lines come with the description when the upload gave them (its "lines", written by
-chat/attachments.block); older blocks have none, and are named without.
+here is written from that description, so it works without storage. A file's first lines
+come with its description when its upload gave them ("lines": chat/attachments.block writes a
+text file's); a block without them is named without.
 
 Plain functions over plain values.
 """
