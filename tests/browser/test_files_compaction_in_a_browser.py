@@ -1,7 +1,8 @@
-"""Files through compaction, in a real browser: screenshots sent to the demo model fill a small
-window, the auto-compaction clears the older ones (a divider that counts them and links each
-file), and the next compaction (auto, or "Compact now" when the window is not due yet) folds
-them into a summary whose divider lists the files it folded."""
+"""Files through compaction, in a real browser (a desktop and a 390 px phone, light and dark):
+screenshots sent to the demo model fill a small window, the auto-compaction clears the older
+ones (a divider that counts them and links each file), and when it fills up again a summary
+folds them, its divider listing the files it folded; the lists fit the screen and nothing is
+refused by the CSP."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ from playwright.sync_api import expect
 
 from tests import sample_files
 
-from .conftest import new_context, new_conversation, signup, wait_replies
+from .conftest import TIMEOUT_MS, new_conversation, signup, wait_replies
+from .screens import SCREENS
+from .test_csp_in_a_browser import Refusals
 from .test_files_window_in_a_browser import upload
 
 pytestmark = pytest.mark.browser
@@ -39,36 +42,44 @@ def send_with(page, text: str, attachment: dict) -> None:
     )
 
 
+@pytest.mark.parametrize("screen", list(SCREENS))
 def test_cleared_then_folded_files_are_counted_and_listed_on_their_dividers(
-    browser, small_window_server
+    browser, small_window_server, screen
 ):
-    context = new_context(browser)
+    context = browser.new_context(**SCREENS[screen])
+    context.set_default_timeout(TIMEOUT_MS)
+    refusals = Refusals(context)
     page = context.new_page()
     try:
-        signup(page, small_window_server, "fiona")
+        signup(page, small_window_server, f"fiona-{screen}")
         new_conversation(page)
         shots = []
-        dividers = page.locator("#transcript .divider")
-        for n in range(1, 6):
+        cleared = page.locator('#transcript .divider[data-kind="clear"]')
+        folded = page.locator('#transcript .divider[data-kind="summary"]')
+        # Screenshots until the window, cleared once, fills up again and is folded (the demo's
+        # replies are the same every run: so are the turns this takes).
+        for n in range(1, 9):
             shot = upload(page, small_window_server, f"screen-{n}.png", sample_files.image())
             shots.append(shot)
             send_with(page, f"Screenshot {n}: is the header aligned?", shot)
             wait_replies(page, n)
-            if dividers.count():
+            if folded.count():
                 break
-        cleared = page.locator('#transcript .divider[data-kind="clear"]').first
-        expect(cleared.locator(".divider-title")).to_have_text(re.compile(r"Cleared \d+ files?$"))
-        cleared.locator("summary").click()
-        first = cleared.locator(".divider-files a").first
-        expect(first).to_have_text("screen-1.png")
-        assert first.get_attribute("href") == f"/attachments/{shots[0]['id']}/"
+        first_fold = folded.first  # a turn may end before its compaction: another may follow
+        expect(first_fold).to_be_attached()
+        first_clear = cleared.first
+        title = first_clear.locator(".divider-title")
+        expect(title).to_have_text(re.compile(r"Cleared \d+ files?$"))
+        first_clear.locator("summary").click()
+        link = first_clear.locator(".divider-files a").first
+        expect(link).to_have_text("screen-1.png")
+        assert link.get_attribute("href") == f"/attachments/{shots[0]['id']}/"
 
-        if not page.locator('#transcript .divider[data-kind="summary"]').count():
-            page.click("#compact-now")
-        folded = page.locator('#transcript .divider[data-kind="summary"]')
-        expect(folded).to_have_count(1)
-        expect(folded.locator("summary")).to_contain_text("folded")
-        folded.locator("summary").click()
-        expect(folded.locator(".divider-files")).to_contain_text("screen-1.png")
+        expect(first_fold.locator("summary")).to_contain_text("folded")
+        first_fold.locator("summary").click()
+        expect(first_fold.locator(".divider-files")).to_contain_text("screen-")
+        # The lists fit the screen (a long name wraps), and no script or style was refused.
+        assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+        refusals.assert_none(page)
     finally:
         context.close()
