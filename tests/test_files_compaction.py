@@ -228,7 +228,8 @@ async def test_the_rule_based_brief_names_each_folded_file_with_what_it_held(
         f"attachment_id {image.pk}: read_attachment brings it back]" in row.summary
     )
     assert f"[PDF: spec.pdf (#1), 1 page, {pdf.bytes} bytes, 3,000 tokens" in row.summary
-    assert "[text: notes.txt (#1), " in row.summary
+    # A text file's first lines, as its block keeps them (chat/attachments.block).
+    assert "first lines: line 0: the staging port is 8443 / line 1: the staging" in row.summary
     assert "folded 3 files" in "".join(frames)
 
     fake_anthropic.enqueue_reply(["Sure."])
