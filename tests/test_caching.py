@@ -162,10 +162,15 @@ def test_the_local_server_refuses_what_the_api_refuses():
 # --- summary requests over the conversation's own prefix ---------------------------------------
 
 
+# Three turns of long messages, with the three recall tools' definitions, stay under the auto
+# threshold (60%) of this budget: the compaction is the one the test asks for.
+THREE_TURNS_BUDGET = 3600
+
+
 async def _chat_then_compact(user, conversation, fake_anthropic, settings, *, summaries):
     """Three real turns (long messages: there is something to fold away), then "compact now",
     the summary call answered by `summaries`; the compaction row."""
-    settings.CONTEXT_BUDGET_TOKENS = 3000
+    settings.CONTEXT_BUDGET_TOKENS = THREE_TURNS_BUDGET
     fake_anthropic.cache.min_tokens = 1
     texts = [f"Question {n}: " + " ".join(f"detail{n}x{i}" for i in range(150)) for n in range(3)]
     await turns(user, conversation, texts)
@@ -236,7 +241,7 @@ async def test_without_a_cached_prefix_the_summary_is_asked_over_a_separate_tran
 
     from compaction.prompt import SYSTEM_PROMPT
 
-    settings.CONTEXT_BUDGET_TOKENS = 3000
+    settings.CONTEXT_BUDGET_TOKENS = THREE_TURNS_BUDGET
     texts = [f"Question {n}: " + " ".join(f"detail{n}x{i}" for i in range(150)) for n in range(3)]
     await turns(alice, conversation, texts)
     if why == "cold":  # the last reply finished five minutes ago: its prefix has left the cache
