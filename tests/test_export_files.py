@@ -178,3 +178,42 @@ def test_another_users_export_names_none_of_the_files(client, alice, bob, conver
     client.force_login(bob)
     assert client.get(f"/conversations/{conversation.pk}/export.json").status_code == 404
     assert client.get(f"/conversations/{conversation.pk}/export.md").status_code == 404
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_boundarys_files_go_out_and_come_back_named(client, alice, conversation):
+    """A clearing's divider lists the files it took out of the window: export.json keeps that
+    list, and the import gives it back by name, kind and message (the uploads it imports get
+    new ids, so the divider names them without a link)."""
+    from compaction.models import Compaction
+
+    (image,) = sent(alice, conversation, 1, [("build-error.png", sample_files.image())])
+    sent(alice, conversation, 3, [], text="And now?")
+    cleared = [{"id": image.pk, "name": "build-error.png", "kind": "image", "seq": 1}]
+    Compaction.objects.create(
+        conversation=conversation,
+        trigger="auto",
+        kind="clear",
+        status="committed",
+        first_kept_seq=1,
+        cleared_before_seq=3,
+        pre_tokens=900,
+        post_tokens=80,
+        files=cleared,
+    )
+    client.force_login(alice)
+    out = exported(client, conversation)
+    assert out["compactions"][0]["files"] == cleared
+
+    answer = client.post(
+        "/conversations/import/",
+        {"file": SimpleUploadedFile("export.json", json.dumps(out).encode())},
+    )
+    assert answer.status_code == 302
+    copy = Conversation.objects.exclude(pk=conversation.pk).get(owner=alice)
+    row = Compaction.objects.get(conversation=copy)
+    assert row.files == [{"id": None, "name": "build-error.png", "kind": "image", "seq": 1}]
+    assert row.cleared_what == "1 file"
+    markdown = b"".join(client.get(f"/conversations/{copy.pk}/export.md").streaming_content)
+    markdown = markdown.decode()
+    assert "Cleared 1 file (auto)" in markdown

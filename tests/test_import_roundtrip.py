@@ -151,7 +151,10 @@ def comparable(doc: dict) -> dict:
         "system_prompt": doc["system_prompt"],
         "branch_end": doc["branch_end"],
         "compactions": [
-            {k: v for k, v in c.items() if k not in ("id", "imported")} for c in doc["compactions"]
+            {k: v for k, v in c.items() if k not in ("id", "imported")}
+            # The files a boundary lists, but their uploads' ids (new ones on import).
+            | {"files": [{**f, "id": None} for f in c.get("files", [])]}
+            for c in doc["compactions"]
         ],
         "messages": [
             {k: v for k, v in m.items() if k != "usage"}

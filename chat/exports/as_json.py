@@ -48,6 +48,7 @@ def conversation_json(conversation: Conversation) -> dict:
                 "first_kept_seq": c.first_kept_seq,
                 "cleared_before_seq": c.cleared_before_seq,
                 "cleared_count": c.cleared_count,
+                "files": c.files,  # the files it cleared or folded: {id, name, kind, seq}
                 "summary": c.summary,
                 "summariser": c.summariser,
                 "summary_model": c.summary_model,  # the model that wrote it ("" for rules)

@@ -161,12 +161,10 @@ def divider(row: Compaction) -> str:
         else ""
     )
     if row.kind == Compaction.Kind.CLEAR:
-        head = (
-            f"**Cleared {row.cleared_count:,} tool result{'s' if row.cleared_count != 1 else ''} "
-            f"({row.trigger}) · {figures}**{undone}"
-        )
+        head = f"**Cleared {row.cleared_what} ({row.trigger}) · {figures}**{undone}"
+        what = "Files and tool results" if row.files else "Tool results"
         body = (
-            f"Tool results before message #{row.cleared_before_seq} were replaced by short "
+            f"{what} before message #{row.cleared_before_seq} were replaced by short "
             "placeholders in the model's window; the transcript keeps them whole."
         )
         return f"---\n\n{head}\n\n{body}\n\n---\n\n"

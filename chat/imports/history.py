@@ -44,27 +44,31 @@ KEEP_MESSAGE_HISTORY = {
     "window_head_tokens": SCALAR,
     "window_boundary": SCALAR,
 }
-KEEP_COMPACTION = dict.fromkeys(
-    (
-        "id",
-        "trigger",
-        "kind",
-        "status",
-        "first_kept_seq",
-        "cleared_before_seq",
-        "cleared_count",
-        "pre_tokens",
-        "post_tokens",
-        "summary",
-        "summariser",
-        "summary_model",
-        "instructions",
-        "edited",
-        "created_at",
-        "updated_at",
-    ),
-    SCALAR,
-) | {"facts": {"total": SCALAR, "kept": SCALAR, "lost": ANY}}
+KEEP_COMPACTION = (
+    {"files": ANY}
+    | dict.fromkeys(
+        (
+            "id",
+            "trigger",
+            "kind",
+            "status",
+            "first_kept_seq",
+            "cleared_before_seq",
+            "cleared_count",
+            "pre_tokens",
+            "post_tokens",
+            "summary",
+            "summariser",
+            "summary_model",
+            "instructions",
+            "edited",
+            "created_at",
+            "updated_at",
+        ),
+        SCALAR,
+    )
+    | {"facts": {"total": SCALAR, "kept": SCALAR, "lost": ANY}}
+)
 KEEP_DATES = {"created_at": SCALAR, "updated_at": SCALAR, "branch_end": SCALAR}
 
 
@@ -171,6 +175,7 @@ def compaction(raw, n: int) -> Boundary:
         "first_kept_seq": first_kept,
         "cleared_before_seq": cleared_before,
         "cleared_count": count(raw.get("cleared_count"), f"the cleared_count of {where}") or 0,
+        "files": _boundary_files(raw.get("files"), where),
         "pre_tokens": count(raw.get("pre_tokens"), f"the pre_tokens of {where}") or 0,
         "post_tokens": count(raw.get("post_tokens"), f"the post_tokens of {where}") or 0,
         "summary": _words(raw.get("summary"), f"the summary of {where}"),
@@ -188,6 +193,25 @@ def compaction(raw, n: int) -> Boundary:
             "message before it."
         )
     return Boundary(file_id, status in RESTORED, fields)
+
+
+def _boundary_files(raw, where: str) -> list[dict]:
+    """The files a compaction cleared or folded, as its divider lists them: each one's name,
+    kind and message. Not its upload's id: the import gives each file a new one (the divider
+    names it without a link)."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list) or not all(isinstance(f, dict) for f in raw):
+        raise ActionError(f"The files of {where} are {describe(raw)}; they are a list of objects.")
+    return [
+        {
+            "id": None,
+            "name": _words(f.get("name"), f"a file's name in {where}")[:200] or "file",
+            "kind": _words(f.get("kind"), f"a file's kind in {where}")[:20] or "file",
+            "seq": count(f.get("seq"), f"a file's seq in {where}"),
+        }
+        for f in raw
+    ]
 
 
 def _facts(raw, where: str) -> dict:
