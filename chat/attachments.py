@@ -311,7 +311,7 @@ def block(attachment: Attachment, pages: tuple[int, int] | None = None) -> dict:
         first, last = pages
         share = -(-attachment.tokens * (last - first + 1) // attachment.pages)  # rounded up
         meta |= {"range": [first, last], "tokens": share}
-    if attachment.media_type == TEXT:
+    if attachment.text:  # a text file's or a PDF's words: the brief quotes their opening
         meta["lines"] = first_lines(attachment.text)
     kind = "image" if attachment.media_type.startswith("image/") else "document"
     return {"type": kind, "attachment": meta}
@@ -331,9 +331,10 @@ def waiting(user, conversation: Conversation) -> list[dict]:
 
 
 def first_lines(text: str) -> str:
-    """A text file's opening as its bubble shows it (kept in the block, so a bubble renders
-    without reading storage): its first FIRST_LINES lines, at most FIRST_LINES_CHARS long."""
-    lines = "\n".join(text.splitlines()[:FIRST_LINES])
+    """A text file's or PDF's opening as a bubble and the brief show it (kept in the block, so
+    neither reads storage): its first FIRST_LINES lines with words, at most FIRST_LINES_CHARS
+    long."""
+    lines = "\n".join([line for line in text.splitlines() if line.strip()][:FIRST_LINES])
     if len(lines) > FIRST_LINES_CHARS:
         lines = lines[: FIRST_LINES_CHARS - 1] + "…"
     return lines

@@ -161,3 +161,21 @@ async def test_the_files_sent_cost_what_their_uploads_were_estimated_at(
     )
     sent = [b for b in fake_anthropic.requests[0]["messages"][-1]["content"] if b["type"] != "text"]
     assert [estimate_block(b) for b in as_references(sent)] == [a.tokens for a in three_files]
+
+
+def test_a_text_files_and_a_pdfs_block_keep_their_first_lines_an_images_none(alice, conversation):
+    """What a bubble and the rule-based brief quote without reading storage."""
+    pdf = uploaded(
+        alice,
+        conversation,
+        "runbook.pdf",
+        sample_files.pdf_with_text([["Runbook", "Restart the broker first.", "Then the API."]]),
+    )
+    text = uploaded(alice, conversation, "notes.md", b"\n\n# Notes\nport 8443\nhost a\nmore\n")
+    image = uploaded(alice, conversation, "shot.png", sample_files.image())
+    lines = [attachments.block(a)["attachment"].get("lines") for a in (pdf, text, image)]
+    assert lines == [
+        "Runbook\nRestart the broker first.\nThen the API.",
+        "# Notes\nport 8443\nhost a",
+        None,
+    ]
