@@ -100,7 +100,7 @@ class Panel:
     system_tokens: int
     summary_tokens: int
     history_tokens: int  # the kept messages but their files
-    files_tokens: int  # the files the kept messages carry (compaction/window_state.files_total)
+    files_tokens: int  # the files the kept and pinned messages carry (WindowState's file tokens)
     first_kept_seq: int
     boundaries: list[Compaction]
     per_turn: list[int]  # the window after each of the latest replies, oldest first
@@ -160,6 +160,7 @@ def load_figures(
     points = _earlier_points(conversation.pk, state.boundary) + state.per_turn
     system_tokens = estimate_text(conversation.system_prompt)
     kept = max(state.tokens - state.head_tokens, 0)
+    pinned_files = min(state.head_file_tokens, max(state.head_tokens - system_tokens, 0))
     files = min(state.file_tokens, kept)
     paused = conversation.auto_compact_paused_until
     return Panel(
@@ -168,9 +169,9 @@ def load_figures(
         threshold=state.budget.threshold,
         reserve=state.budget.reserve,
         system_tokens=system_tokens,
-        summary_tokens=state.head_tokens - system_tokens,
+        summary_tokens=state.head_tokens - system_tokens - pinned_files,
         history_tokens=kept - files,
-        files_tokens=files,
+        files_tokens=files + pinned_files,
         first_kept_seq=state.first_kept,
         boundaries=[],
         per_turn=points[-CHART_TURNS:],

@@ -55,8 +55,15 @@ class WindowState:
 
     @cached_property
     def file_tokens(self) -> int:
-        """The files' part of `tokens`: the meter's Files segment."""
+        """The files' part of the kept messages' tokens (with `head_file_tokens`, the meter's
+        Files segment)."""
         return files_total(self.entries, self.anchor)
+
+    @cached_property
+    def head_file_tokens(self) -> int:
+        """The files' part of `head_tokens`: pinned messages' files riding in the summary
+        message, at their estimates (as the head is)."""
+        return sum(e.file_tokens for e in self.pinned_before_cut)
 
     @property
     def first_kept(self) -> int:

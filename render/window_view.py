@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.urls import reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
 from compaction.assembly import Window, summary_parts
@@ -17,6 +17,7 @@ from providers.blocks import (
     carried_files,
     file_label,
     file_of,
+    files,
     text_of,
     tool_results,
     type_of,
@@ -48,7 +49,7 @@ def window_messages(window: Window) -> list[Shown]:
             content = content + results
         summary = i < window.head
         parts = summary_parts(_only_text(content)) if summary and role == "user" else None
-        html = _summary_html(*parts) if parts else _content_html(content, role)
+        html = _summary_html(*parts, files(content)) if parts else _content_html(content, role)
         shown.append(Shown(role, summary, html))
     return shown
 
@@ -97,14 +98,19 @@ def _result_of(block: dict, calls: set) -> bool:
 
 
 def _only_text(content: list[dict]) -> str:
-    return text_of(content[0]) if len(content) == 1 else ""
+    """The summary message's text: its one text block, then nothing but the files of pinned
+    messages riding with it."""
+    if not content or len(content) != 1 + len(files(content[1:])):
+        return ""
+    return text_of(content[0])
 
 
-def _summary_html(intro: str, summary: str, rest: str) -> SafeString:
+def _summary_html(intro: str, summary: str, rest: str, pinned_files: list[dict]) -> SafeString:
     return format_html(
         '<div class="text markdown"><p>{}</p><section class="window-summary" aria-label="Summary">'
-        '<p class="tool-label">Summary of the earlier turns</p>{}</section>{}</div>',
+        '<p class="tool-label">Summary of the earlier turns</p>{}</section>{}{}</div>',
         intro,
         mark_safe(render_markdown(summary)),  # noqa: S308 - sanitised by nh3 in render_markdown
         mark_safe(render_markdown(rest)),  # noqa: S308 - sanitised by nh3 in render_markdown
+        format_html_join("", "{}", ((_file_html(meta),) for meta in pinned_files)),
     )

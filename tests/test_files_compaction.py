@@ -19,7 +19,9 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 
 from chat import attachments
 from chat.conversations import set_pinned
-from chat.models import Message
+from chat.figures import load_figures
+from chat.models import Conversation, Message
+from chat.window_loading import load_window
 from compaction.files import CLEARED_NOTE
 from compaction.models import Compaction
 from providers import registry
@@ -285,6 +287,22 @@ async def test_a_pinned_file_rides_verbatim_through_the_fold(
         "spec.pdf",
         "notes.txt",
     ]
+    # The model view shows them with the summary; the meter counts them as files, not as the
+    # summary's words.
+    from django.test import Client
+
+    viewer = Client()
+    await sync_to_async(viewer.force_login)(alice)
+    page = await sync_to_async(viewer.get)(f"/conversations/{conversation.pk}/window/")
+    view = page.content.decode()
+    assert "Summary of the earlier turns" in view
+    assert view.count('class="window-file"') == 4  # the three pinned, the later image kept
+    conversation = await Conversation.objects.aget(pk=conversation.pk)
+    state = await sync_to_async(load_window)(conversation)
+    panel = await sync_to_async(load_figures)(conversation, state)
+    pinned = sum(uploads[name].tokens for name in ("image", "pdf", "text"))
+    assert panel.files_tokens == pinned + state.file_tokens
+    assert panel.summary_tokens == state.head_tokens - panel.system_tokens - pinned
 
 
 async def test_the_offline_demo_gets_a_cleared_file_back_with_read_attachment(
