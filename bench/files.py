@@ -387,8 +387,9 @@ def part_b(workdir: Path, args) -> None:
             named = len(set(re.findall(r"screen-\d+\.png", c["summary"])))
             print(
                 f"      {c['kind']} {c['status']} by {c['summariser'] or '-'}: "
-                f"{c['pre_tokens']:,} -> {c['post_tokens']:,} tokens; cleared "
-                f"{c['cleared_count']}; its summary names {named} screenshots"
+                f"{c['pre_tokens']:,} -> {c['post_tokens']:,} tokens; files "
+                f"{'cleared' if c['kind'] == 'clear' else 'folded'} {len(c.get('files', []))}, "
+                f"tool results cleared {c['cleared_count']}; its summary names {named} screenshots"
             )
 
 
