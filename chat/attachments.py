@@ -28,9 +28,11 @@ from django.utils import timezone
 
 from chat.file_checks import PDF, TEXT, Checked, Refused, check
 from chat.models import Attachment, Conversation, attachment_storage
+from compaction.window_state import budget_for
 from core import runtime
 from core.clean import number
 from core.errors import ActionError
+from providers.tokens import estimate_text
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +83,22 @@ def upload(user, conversation_id, upload) -> Attachment:
     _check_size(upload.size, name)
     data = upload.read(settings.ATTACHMENT_MAX_BYTES + 1)
     _check_size(len(data), name)
-    return _store(user, conversation, name, _checked(data, name))
+    checked = _checked(data, name)
+    _check_fits(conversation, name, checked.tokens)
+    return _store(user, conversation, name, checked)
+
+
+def _check_fits(conversation: Conversation, name: str, tokens: int) -> None:
+    """Refused now, where the person is looking, a file the conversation's model could never
+    be sent: alone with the system prompt and room for the reply, over its budget (a PDF page
+    is estimated at 3,000 tokens: the offline demo's whole window is 2,000)."""
+    budget = budget_for(conversation.model)
+    if not budget.fits(estimate_text(conversation.system_prompt), tokens):
+        raise Refused(
+            f"“{name}” is about {tokens:,} tokens: with the system prompt and room for the reply "
+            f"it would not fit this conversation's window of {budget.total:,} tokens. Send a "
+            "smaller file (fewer pages), or use a model with a larger window."
+        )
 
 
 def _checked(data: bytes, name: str) -> Checked:

@@ -75,6 +75,20 @@ def test_a_pdf_costs_its_pages_and_a_text_file_its_text(as_alice, conversation):
     assert len(stored_files()) == 2
 
 
+def test_a_file_the_conversations_model_could_never_be_sent_is_refused_at_upload(
+    as_alice, conversation, settings
+):
+    settings.CONTEXT_BUDGET_TOKENS = 2_000  # the offline demo's window: a PDF page is 3,000
+    answer = post(as_alice, conversation, "report.pdf", sample_files.pdf(pages=1))
+    assert answer.status_code == 400
+    reason = answer.json()["error"]
+    assert "“report.pdf” is about 3,000 tokens" in reason and "window of 2,000" in reason
+    assert not Attachment.objects.exists() and stored_files() == []
+    # An image fits, and is kept.
+    image = post(as_alice, conversation, "shot.png", sample_files.image("PNG", (800, 600)))
+    assert image.status_code == 201
+
+
 @pytest.mark.parametrize("size", [120_000, 400_000])  # checked as uploaded; refused unread
 def test_a_file_too_large_is_a_413_that_names_the_limit(as_alice, conversation, settings, size):
     settings.ATTACHMENT_MAX_BYTES = 100_000
