@@ -11,6 +11,7 @@ import json
 import shutil
 
 import pytest
+from asgiref.sync import sync_to_async
 from django.core.files.storage import storages
 from django.core.files.uploadedfile import SimpleUploadedFile
 
@@ -179,3 +180,21 @@ def test_a_text_files_and_a_pdfs_block_keep_their_first_lines_an_images_none(ali
         "# Notes\nport 8443\nhost a",
         None,
     ]
+
+
+async def test_files_that_fit_one_by_one_but_not_together_are_refused_at_send(
+    alice, conversation, fake_anthropic, settings
+):
+    settings.CONTEXT_BUDGET_TOKENS = 2_000  # each 1,440-token image fits; both do not
+    shots = [
+        await sync_to_async(uploaded)(
+            alice, conversation, f"s{n}.png", sample_files.image("PNG", (1200, 900))
+        )
+        for n in range(2)
+    ]
+    frames = await send(
+        alice, conversation, {"message": "", "attachments": [s.pk for s in shots]}, None
+    )
+    assert "Send fewer files at once." in "".join(frames)
+    assert not await Message.objects.filter(conversation=conversation).aexists()
+    assert await Attachment.objects.filter(message__isnull=True).acount() == 2  # still waiting

@@ -155,7 +155,8 @@ def check_fits_alone(conversation: Conversation, content: list[dict]) -> None:
         raise ActionError(
             f"That message is about {tokens:,} tokens: with the system prompt and room for the "
             f"reply the request would be {needed:,} tokens, over this model's budget of "
-            f"{budget.total:,}. Shorten it or split it."
+            f"{budget.total:,}. "
+            + ("Send fewer files at once." if files(content) else "Shorten it or split it.")
         )
 
 
