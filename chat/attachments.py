@@ -32,6 +32,7 @@ from compaction.window_state import budget_for
 from core import runtime
 from core.clean import number
 from core.errors import ActionError
+from providers.blocks import files
 from providers.tokens import estimate_text
 
 log = logging.getLogger(__name__)
@@ -269,12 +270,16 @@ def sweep(*, now: datetime | None = None) -> int:
         conversation__deleted_at__lt=now - timedelta(seconds=settings.UNDO_DELETE_SECONDS),
         conversation__importing__isnull=True,
     )
+    went = 0
     # Two queries, not one with OR: each reads its own index (the unsent rows' partial one).
-    pks = set(unsent.values_list("pk", flat=True)[:SWEEP_BATCH])
-    pks |= set(gone.values_list("pk", flat=True)[:SWEEP_BATCH])
-    if pks:
-        Attachment.objects.filter(pk__in=pks).delete()  # their files go on commit (`forget`)
-    return len(pks)
+    for due in (unsent, gone):
+        pks = list(due.values_list("pk", flat=True)[:SWEEP_BATCH])
+        if pks:
+            with transaction.atomic():
+                # Locked and asked again, as a send's `take` locks them: an upload sent (or a
+                # conversation restored) since the read above stays. Files go on commit.
+                went += due.select_for_update().filter(pk__in=pks).delete()[0]
+    return went
 
 
 def forget(sender, instance: Attachment, **kwargs) -> None:
@@ -332,6 +337,15 @@ def block(attachment: Attachment, pages: tuple[int, int] | None = None) -> dict:
         meta["lines"] = first_lines(attachment.text)
     kind = "image" if attachment.media_type.startswith("image/") else "document"
     return {"type": kind, "attachment": meta}
+
+
+def named_in(user, content: list[dict]) -> list[Attachment]:
+    """The user's uploads that the file blocks of `content` name (a message's, copied into a
+    new version of it), in their order; one query."""
+    ids = [meta.get("id") for meta in files(content)]
+    rows = Attachment.objects.filter(owner=user, pk__in=[i for i in ids if isinstance(i, int)])
+    found = {row.pk: row for row in rows}
+    return [found[i] for i in ids if i in found]
 
 
 def words(attachments: Iterable[Attachment]) -> dict[int, tuple[str, str]]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import io
+import logging
 from collections.abc import Iterable
 
 from pypdf import PdfReader, PdfWriter
@@ -28,6 +29,9 @@ from pypdf import PdfReader, PdfWriter
 from chat.file_checks import PDF, TEXT
 from chat.models import Attachment
 from providers.blocks import file_label, file_of, type_of
+
+UNREADABLE = "could not be read from storage"
+log = logging.getLogger(__name__)
 
 
 def for_request(messages: list[dict], owner_id: int) -> list[dict]:
@@ -69,6 +73,20 @@ def rows_for(contents: Iterable, owner_id: int) -> dict[int, Attachment]:
     return _rows(_ids(contents), owner_id)
 
 
+def labelled(content: object) -> object:
+    """`content` with each file block, inside a tool result too, as its one-line label (a text
+    block): a window written out without the bytes its messages hold already."""
+    if not isinstance(content, list):
+        return content
+    out = []
+    for block in content:
+        if type_of(block) == "tool_result" and isinstance(block.get("content"), list):
+            block = {**block, "content": labelled(block["content"])}
+        meta = file_of(block)
+        out.append(block if meta is None else {"type": "text", "text": f"[{file_label(meta)}]"})
+    return out
+
+
 def _ids(contents: Iterable) -> set[int]:
     found = set()
     for content in contents:
@@ -100,9 +118,16 @@ def _content(content: list, rows: dict[int, Attachment], *, labelled: bool) -> l
         if row is None:  # its upload is gone (never the case while its conversation is kept)
             out.append({"type": "text", "text": f"[{file_label(meta)}: no longer stored]"})
             continue
+        try:
+            sent = api_block(row, titled_image=not labelled, pages=_range(meta, row))
+        except Exception:  # noqa: BLE001 - any storage's failure (a file gone, a bucket down)
+            # One file unreadable must not fail every turn after it: said in its place.
+            log.warning("could not read the stored file of attachment %s", row.pk, exc_info=True)
+            out.append({"type": "text", "text": f"[{file_label(meta)}: {UNREADABLE}]"})
+            continue
         if labelled and type_of(block) == "image":
             out.append({"type": "text", "text": f"[{file_label(meta)}]"})
-        out.append(api_block(row, titled_image=not labelled, pages=_range(meta, row)))
+        out.append(sent)
     return out
 
 

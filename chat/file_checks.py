@@ -21,7 +21,9 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 from pypdf import PdfReader
 from pypdf.errors import PyPdfError
 
+from core.clean import scrubbed
 from core.errors import ActionError
+from providers.sent_files import PDF, TEXT, TEXT_CHARS, pdf_words
 from providers.tokens import estimate_text, image_tokens, pdf_tokens
 
 # The API scales an image whose long edge is longer than this (and so do we, before storing).
@@ -35,10 +37,6 @@ IMAGE_FORMATS = {
     "GIF": "image/gif",
     "WEBP": "image/webp",
 }
-PDF = "application/pdf"
-# What is read of a file's text (for search and the brief), as of a message's.
-TEXT_CHARS = 100_000
-TEXT = "text/plain"
 
 # An SVG is text, but a browser runs its scripts: it is refused, whatever it is named.
 _SVG_NAME = re.compile(r"\.svgz?$", re.IGNORECASE)
@@ -186,23 +184,9 @@ def _pdf(data: bytes, name: str) -> Checked:
             f"“{name}” has {pages:,} pages: the limit is {limit:,} pages a PDF "
             "(ATTACHMENT_MAX_PDF_PAGES). Send the pages that matter."
         )
-    return Checked(PDF, data, pdf_tokens(pages), pages=pages, text=_pdf_text(reader))
-
-
-def _pdf_text(reader: PdfReader) -> str:
-    """The PDF's text, page by page, until TEXT_CHARS: "" where a page has none (a scan) or
-    pypdf cannot read it (the file is still sent: the model reads the pages as images)."""
-    parts, size = [], 0
-    for page in reader.pages:
-        try:
-            words = page.extract_text() or ""
-        except Exception:  # noqa: BLE001 - pypdf raises many kinds on odd pages; none is fatal
-            words = ""
-        parts.append(words.strip())
-        size += len(parts[-1])
-        if size >= TEXT_CHARS:
-            break
-    return "\n\n".join(p for p in parts if p)[:TEXT_CHARS]
+    # Scrubbed: pypdf may read a NUL glyph, which no text column of PostgreSQL stores.
+    words = scrubbed(pdf_words(reader.pages))
+    return Checked(PDF, data, pdf_tokens(pages), pages=pages, text=words)
 
 
 def _text(data: bytes, name: str) -> Checked:

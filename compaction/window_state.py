@@ -18,6 +18,7 @@ from compaction.entries import Entry
 from compaction.models import Compaction
 from compaction.policy import Budget, shares
 from providers import registry
+from providers.blocks import file_tokens, files
 from providers.tokens import MESSAGE_OVERHEAD, estimate_content, estimate_text
 
 # (seq, tokens, head_then) of the latest reply whose reported usage describes the window's
@@ -61,9 +62,10 @@ class WindowState:
 
     @cached_property
     def head_file_tokens(self) -> int:
-        """The files' part of `head_tokens`: pinned messages' files riding in the summary
-        message, at their estimates (as the head is)."""
-        return sum(e.file_tokens for e in self.pinned_before_cut)
+        """The files' part of `head_tokens`: pinned messages' own files riding in the summary
+        message (compaction/assembly.summary_pair carries those, not a pinned reply's tool
+        results), at their estimates, as the head is."""
+        return sum(file_tokens(meta) for e in self.pinned_before_cut for meta in files(e.content))
 
     @property
     def first_kept(self) -> int:

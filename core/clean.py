@@ -96,16 +96,23 @@ def scrubbed_blocks(value):
 
 def number(value) -> int | None:
     """A whole number as a person or a page sent it (an id, a seq: text or a JSON number), or
-    None for anything else. Every id from a frame, a form or a URL is read through this."""
+    None for anything else, and for one no database column holds (past 64 bits: a query with it
+    would overflow, not find nothing). Every id from a frame, a form or a URL is read through
+    this."""
     if isinstance(value, bool):
         return None
+    found = None
     if isinstance(value, int):
-        return value
-    if isinstance(value, float):
-        return int(value) if value.is_integer() else None
-    if isinstance(value, str) and len(value) <= 20:
+        found = value
+    elif isinstance(value, float) and value.is_integer():
+        found = int(value)
+    elif isinstance(value, str) and len(value) <= 20:
         try:
-            return int(value)
+            found = int(value)
         except ValueError:
             return None
-    return None
+    return found if found is not None and abs(found) <= BIGGEST else None
+
+
+# The largest value of a 64-bit signed column (PostgreSQL's bigint, SQLite's integer).
+BIGGEST = 2**63 - 1

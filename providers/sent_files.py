@@ -23,11 +23,14 @@ from pypdf import PdfReader
 from providers.blocks import text_of, type_of
 from providers.tokens import estimate_request, estimate_text, image_tokens, pdf_tokens
 
+# The media types a PDF and a text file are stored and sent as (chat/file_checks.py decides
+# which a file is; both read these).
 PDF, TEXT = "application/pdf", "text/plain"
 # The line chat/file_blocks.py writes before an image, providers.blocks.file_label's.
 NAMING_RE = re.compile(r"\[image: (.+?)(?:, \d+×\d+ px)?, [\d,]+ tokens\]")
-# A PDF's words read for the demo: as many as an upload keeps (chat/file_checks.TEXT_CHARS).
-PDF_WORDS = 100_000
+# What is read of a file's words: for search and the brief (chat/file_checks.py), as of a
+# message's, and for the demo.
+TEXT_CHARS = 100_000
 
 
 def estimated(system: str, messages: list[dict]) -> int:
@@ -102,7 +105,7 @@ def _named(block: object) -> str:
 
 
 def words(block: object) -> str:
-    """A text document's text, or a PDF's (its pages' until PDF_WORDS); "" for anything else."""
+    """A text document's text, or a PDF's (its pages' until TEXT_CHARS); "" for anything else."""
     source = block.get("source") if type_of(block) == "document" else None
     if not isinstance(source, dict):
         return ""
@@ -111,19 +114,27 @@ def words(block: object) -> str:
     data = _bytes(source) if source.get("media_type") == PDF else None
     if data is None:
         return ""
-    parts, size = [], 0
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             pages = PdfReader(io.BytesIO(data), strict=False).pages
     except Exception:  # noqa: BLE001 - what pypdf cannot read has no words to read
         return ""
+    return pdf_words(pages)
+
+
+def pdf_words(pages) -> str:
+    """A PDF's text, page by page (pypdf's pages), until TEXT_CHARS: nothing of a page that has
+    none (a scan) or that pypdf cannot read (the model still sees the page as an image)."""
+    parts, size = [], 0
     for page in pages:
-        parts.append(_page_words(page))
-        size += len(parts[-1])
-        if size >= PDF_WORDS:
+        words = _page_words(page)
+        if words:
+            parts.append(words)
+            size += len(words)
+        if size >= TEXT_CHARS:
             break
-    return "\n".join(parts)[:PDF_WORDS]
+    return "\n\n".join(parts)[:TEXT_CHARS]
 
 
 def _page_words(page) -> str:

@@ -72,3 +72,5 @@ async def test_the_new_version_keeps_the_files_and_the_model_gets_them(
     assert sent[0]["content"][0]["text"] == "What port is it?"
     # The uploads are the original message's still: one row each, nothing copied.
     assert await Attachment.objects.acount() == 2
+    # Search finds the new version by its files' words too, as it finds the original.
+    assert "8443" in edited.search_text and "notes.md" in edited.search_text

@@ -1,8 +1,9 @@
 """Exports keep files (docs/files.md, "Export and import"): export.json holds each one as the
 API's block with its bytes (an image and a PDF as base64, a text file as a plain-text source,
-each named by "title"), in the messages, inside a tool result and in the window alike, in a
-fixed number of queries; export.md names each by its label, never its bytes, and a hostile name
-stays text under a Markdown reader that passes raw HTML."""
+each named by "title"), in the messages and inside a tool result (the window names them by
+their labels: the bytes are in the file once), in a fixed number of queries; export.md names
+each by its label, never its bytes, and a hostile name stays text under a Markdown reader that
+passes raw HTML."""
 
 from __future__ import annotations
 
@@ -108,9 +109,12 @@ def test_export_json_holds_each_file_as_the_apis_block(client, alice, conversati
             "title": "notes.md",
         },
     ]
-    # The window the next request carries holds them the same way (no reference to a row of
-    # this deployment's is left anywhere in the file).
-    assert doc["window"]["messages"][0]["content"] == blocks
+    # The window names them by their labels: their bytes are in the messages, once (no
+    # reference to a row of this deployment's is left anywhere in the file).
+    window = doc["window"]["messages"][0]["content"]
+    assert [b["type"] for b in window] == ["text"] * 4
+    assert window[1]["text"].startswith("[image: build-error.png, 800×600 px")
+    assert json.dumps(doc).count(blocks[1]["source"]["data"]) == 1
     assert '"attachment"' not in json.dumps(doc)
 
 

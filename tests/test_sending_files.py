@@ -112,6 +112,8 @@ async def test_a_message_may_be_files_alone_and_its_conversation_is_named_by_the
         ("7", "not a list of upload ids"),
         ([{"id": 1}], "not a list of upload ids"),
         ([10**12], "not waiting to be sent here"),
+        ([10**30], "not a list of upload ids"),  # past any column: refused, not an overflow
+        (["99999999999999999999"], "not a list of upload ids"),
         (list(range(1, 30)), "the limit is"),
     ],
 )
@@ -198,3 +200,30 @@ async def test_files_that_fit_one_by_one_but_not_together_are_refused_at_send(
     assert "Send fewer files at once." in "".join(frames)
     assert not await Message.objects.filter(conversation=conversation).aexists()
     assert await Attachment.objects.filter(message__isnull=True).acount() == 2  # still waiting
+
+
+async def test_a_file_gone_from_storage_is_said_in_its_place_and_the_chat_goes_on(
+    client, alice, conversation, fake_anthropic, three_files
+):
+    image = three_files[0]
+    fake_anthropic.enqueue_reply(["Seen."])
+    await send(alice, conversation, {"message": "Look", "attachments": [image.pk]}, 2)
+    image.file.storage.delete(image.file.name)  # a restore without its media, a bucket's rule
+
+    fake_anthropic.enqueue_reply(["Still here."])
+    await send(alice, conversation, {"message": "And now?"}, 4)
+    reply = await Message.objects.aget(conversation=conversation, seq=4)
+    assert reply.status == "complete"
+    sent = json.dumps(fake_anthropic.requests[-1]["messages"])
+    assert "build-error.png" in sent and "could not be read from storage" in sent
+    assert fake_anthropic.invalid == []
+    await sync_to_async(client.force_login)(alice)
+    answer = await sync_to_async(client.get)(f"/attachments/{image.pk}/")
+    assert answer.status_code == 404
+
+
+def test_a_pdfs_words_are_kept_without_nul_characters(alice, conversation):
+    """pypdf may read a NUL glyph, which PostgreSQL's text columns refuse."""
+    pdf = sample_files.pdf_with_text([["port\x00is 8443"]])
+    kept = uploaded(alice, conversation, "odd.pdf", pdf)
+    assert "\x00" not in kept.text and "8443" in kept.text

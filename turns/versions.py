@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 
 from django.db import transaction
 
+from chat import attachments
 from chat.branches import remembered_end
 from chat.compactions import Opened
 from chat.models import SETTLED, Conversation, Message
@@ -59,7 +60,10 @@ def new_version(user, conversation_id, seq, text: str | None = None) -> NewVersi
             kept = [b for b in target.entry.content if file_of(b) is not None]
             content = [{"type": "text", "text": text}, *kept]
             check_fits_alone(conversation, content)
-            message, reply = pair(conversation, last + 1, content, parent=target.parent)
+            uploads = attachments.named_in(user, kept)  # search finds the version by them too
+            message, reply = pair(
+                conversation, last + 1, content, parent=target.parent, uploads=uploads
+            )
             inserted = [message]
         else:
             if target.role != Message.Role.ASSISTANT:

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from itertools import chain
-
-from chat.file_blocks import for_export, rows_for
+from chat.file_blocks import for_export, labelled, rows_for
 from chat.models import Conversation, Pin
 from chat.transcript import current_branch
 from chat.window_loading import load_window
@@ -24,8 +22,7 @@ def conversation_json(conversation: Conversation) -> dict:
     window = state.window().as_request()
     messages = conversation.messages.order_by("seq")
     # The files named anywhere in it, found first (its contents read as a stream), in one query.
-    contents = chain(messages.values_list("content", flat=True).iterator(), _contents(window))
-    files = rows_for(contents, conversation.owner_id)
+    files = rows_for(messages.values_list("content", flat=True).iterator(), conversation.owner_id)
     return {
         "id": conversation.pk,
         "title": conversation.title,
@@ -82,20 +79,17 @@ def conversation_json(conversation: Conversation) -> dict:
             }
             for m in messages.iterator()
         ],
-        "window": {**_window_with_files(window, files), "tokens": state.tokens},
+        "window": {**_window_with_files(window), "tokens": state.tokens},
     }
-
-
-def _contents(request: dict) -> list:
-    return [m.get("content") for m in request.get("messages", [])]
 
 
 def _with_files(content, files: dict) -> object:
     return for_export(content, files) if files and isinstance(content, list) else content
 
 
-def _window_with_files(request: dict, files: dict) -> dict:
-    messages = [
-        {**m, "content": _with_files(m.get("content"), files)} for m in request.get("messages", [])
-    ]
+def _window_with_files(request: dict) -> dict:
+    """The window with each file as its one-line label: its bytes are in the messages already
+    (a second copy would double the file, past what an import takes back), and an import reads
+    the window from the messages, never from here."""
+    messages = [{**m, "content": labelled(m.get("content"))} for m in request.get("messages", [])]
     return {**request, "messages": messages}

@@ -3,6 +3,8 @@ upload removed (chat/attachments.py decides; docs/files.md is the contract)."""
 
 from __future__ import annotations
 
+import logging
+
 from django.contrib.auth.decorators import login_required
 from django.http import FileResponse, Http404, HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.http import require_GET, require_POST
@@ -10,6 +12,8 @@ from django.views.decorators.http import require_GET, require_POST
 from chat import attachments
 from core.errors import ActionError
 from web.views.owned import owned_or_404
+
+log = logging.getLogger(__name__)
 
 
 @login_required
@@ -38,8 +42,13 @@ def attachment_file(request: HttpRequest, attachment_id: int) -> FileResponse:
         attachment = attachments.owned(request.user, attachment_id)
     except ActionError as exc:
         raise Http404(exc.reason) from None
+    try:
+        stored = attachment.file.open("rb")
+    except Exception:  # noqa: BLE001 - any storage's failure: the file is not there to serve
+        log.warning("could not read the stored file of attachment %s", attachment.pk, exc_info=True)
+        raise Http404("That file could not be read from storage.") from None
     response = FileResponse(
-        attachment.file.open("rb"),
+        stored,
         content_type=attachments.served_type(attachment),
         filename=attachment.name,  # Content-Disposition: inline, the name encoded safely
     )
