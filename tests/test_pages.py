@@ -71,7 +71,7 @@ def test_export_json_has_the_documented_shape_and_the_exact_window(client, alice
     (boundary,) = data["compactions"]
     assert set(boundary) == {
         "id", "trigger", "kind", "status", "imported", "pre_tokens", "post_tokens",
-        "first_kept_seq", "cleared_before_seq", "cleared_count", "summary", "summariser",
+        "first_kept_seq", "cleared_before_seq", "cleared_count", "files", "summary", "summariser",
         "summary_model", "instructions", "edited", "facts", "created_at", "updated_at",
     }  # fmt: skip
     assert (boundary["trigger"], boundary["first_kept_seq"]) == ("manual", 5)
