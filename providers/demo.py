@@ -26,7 +26,7 @@ import re
 from collections.abc import AsyncIterator
 from typing import NamedTuple
 
-from providers import demo_files
+from providers import demo_files, titles
 from providers.answering import Asked, answers, asked
 from providers.blocks import block_text, tool_uses, type_of
 from providers.sent_files import estimated
@@ -74,14 +74,18 @@ class DemoClient:
 
     async def stream(self, request: Request) -> AsyncIterator[Event]:
         offered = {t.get("name") for t in request.tools}
-        # Its files' words are read with pypdf: off the event loop.
-        text, call = await asyncio.to_thread(
-            compose,
-            request.system,
-            request.messages,
-            can_search=SEARCH_TOOL in offered,
-            can_read=demo_files.READ_TOOL in offered,
-        )
+        named = titles.exchange(request)
+        if named is not None:
+            text, call = key_words_title(*named), None
+        else:
+            # Its files' words are read with pypdf: off the event loop.
+            text, call = await asyncio.to_thread(
+                compose,
+                request.system,
+                request.messages,
+                can_search=SEARCH_TOOL in offered,
+                can_read=demo_files.READ_TOOL in offered,
+            )
         for i, chunk in enumerate(re.findall(r"\S+\s*", text)):
             if i:
                 # Zero still yields to the loop, so a stop request can land between words.
@@ -110,6 +114,24 @@ class DemoClient:
             usage=usage,
             model=MODEL,
         )
+
+
+# Words in a title the demo makes.
+TITLE_WORDS = 4
+
+
+def key_words_title(user_text: str, reply_text: str) -> str:
+    """A title from a first exchange's key words: the person's words the exchange uses most
+    (ties in the order they were written), then the reply's if the person's were too few."""
+    said = [w for w in WORD_RE.findall(user_text.lower()) if w not in STOP_WORDS]
+    answered = [w for w in WORD_RE.findall(reply_text.lower()) if w not in STOP_WORDS]
+    everything = said + answered
+    chosen = []
+    for words in (said, answered):
+        ranked = sorted(dict.fromkeys(words), key=lambda w: -everything.count(w))
+        chosen += [w for w in ranked if w not in chosen][: TITLE_WORDS - len(chosen)]
+    chosen.sort(key=everything.index)  # read in the order they came
+    return " ".join(chosen).capitalize()
 
 
 class Call(NamedTuple):
