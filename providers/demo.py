@@ -121,17 +121,13 @@ TITLE_WORDS = 4
 
 
 def key_words_title(user_text: str, reply_text: str) -> str:
-    """A title from a first exchange's key words: the person's words the exchange uses most
-    (ties in the order they were written), then the reply's if the person's were too few."""
+    """A title from a first exchange's key words: the person's words said most (ties in the
+    order they were written), in the order they came; the reply's when the person's message has
+    none (files alone, a greeting)."""
     said = [w for w in WORD_RE.findall(user_text.lower()) if w not in STOP_WORDS]
-    answered = [w for w in WORD_RE.findall(reply_text.lower()) if w not in STOP_WORDS]
-    everything = said + answered
-    chosen = []
-    for words in (said, answered):
-        ranked = sorted(dict.fromkeys(words), key=lambda w: -everything.count(w))
-        chosen += [w for w in ranked if w not in chosen][: TITLE_WORDS - len(chosen)]
-    chosen.sort(key=everything.index)  # read in the order they came
-    return " ".join(chosen).capitalize()
+    said = said or [w for w in WORD_RE.findall(reply_text.lower()) if w not in STOP_WORDS]
+    chosen = sorted(dict.fromkeys(said), key=lambda w: -said.count(w))[:TITLE_WORDS]
+    return " ".join(sorted(chosen, key=said.index)).capitalize()
 
 
 class Call(NamedTuple):
