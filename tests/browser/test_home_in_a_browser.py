@@ -39,6 +39,7 @@ def test_the_home_composer_starts_a_chat_on_enter(browser, user_state, server, n
         composer = page.locator("#home-composer #message-input")
         expect(composer).to_be_visible()
         expect(composer).to_be_focused()  # type at once, no click first
+        assert in_view(page, "#home-composer #message-input")
         audit = Audit()
         audit(page, f"home {name}")
         audit.assert_clean()
