@@ -38,21 +38,23 @@ def start(first_words: str, user_text: str, reply: Message, model: str) -> None:
 
 
 async def _ask(conversation_id: int, model: str, given: str, user_text: str, reply_text: str):
+    """Ask, count, and name; any fault leaves the first-words title (logged, never retried)."""
     request = titles.request(model, user_text, reply_text)
     try:
         final = await registry.complete(registry.client_for(model), request)
+        named = await db.run(
+            give_generated_title,
+            conversation_id,
+            given=given,
+            title=titles.cleaned(final.text),
+            usage=final.usage,
+        )
+        if named is not None:
+            await outbox.send(conversation_id, Renamed(named))
     except LLMError as exc:
         log.warning("title for conversation %s not made: %s", conversation_id, exc.reason)
-        return
     except Exception:
         log.exception("title for conversation %s failed", conversation_id)
-        return
-    title = titles.cleaned(final.text)
-    named = await db.run(
-        give_generated_title, conversation_id, given=given, title=title, usage=final.usage
-    )
-    if named is not None:
-        await outbox.send(conversation_id, Renamed(named))
 
 
 def _forget(asking: dict, conversation_id: int, done: asyncio.Task) -> None:
