@@ -66,3 +66,17 @@ def test_the_home_composer_starts_a_chat_on_enter(browser, user_state, server, n
         refusals.assert_none(page)
     finally:
         context.close()
+
+
+def test_a_first_message_the_model_cannot_take_stays_in_the_composer(user_context, server):
+    """Refused at send (over the demo's window): the conversation's page says why, and the text
+    is in its composer to be cut down, not lost between the two pages."""
+    page = user_context.new_page()
+    page.goto(f"{server}/")
+    too_long = "The keeper's log, copied out in full. " + "wind swell barometer " * 700
+    page.fill("#home-composer #message-input", too_long)
+    page.press("#home-composer #message-input", "Enter")
+    page.wait_for_url(re.compile(r".*/conversations/\d+/$"))
+    expect(page.locator("#notice")).to_contain_text("over this model's budget")
+    expect(page.locator("#message-input")).to_have_value(too_long.strip())
+    expect(page.locator("#transcript .message.user")).to_have_count(0)
