@@ -21,6 +21,7 @@ from core.clean import number
 from core.errors import ActionError
 from providers import registry
 from providers.tokens import estimate_text
+from providers.values import Usage
 
 DEFAULT_TITLE = Conversation._meta.get_field("title").default
 TITLE_CHARS = 60
@@ -51,6 +52,24 @@ def rename_conversation(user, conversation_id, title: str) -> Conversation:
     conversation.title = title
     conversation.save(update_fields=["title", "updated_at"])
     return conversation
+
+
+def give_generated_title(
+    conversation_id: int, *, given: str, title: str, usage: Usage
+) -> Conversation | None:
+    """Count the title request's `usage` in the conversation's running totals, and name it
+    `title` if it still bears `given` (its first-words title): decided in one UPDATE, so a
+    person's rename, even one landing while the title was being asked, always wins. The
+    conversation renamed, or None (an empty title, a rename, or deleted meanwhile)."""
+    with transaction.atomic():
+        Conversation.objects.add_spent(conversation_id, usage)
+        if not title or title == given:
+            return None
+        # A plain UPDATE: `updated_at` stays, so the list does not reorder under the pointer.
+        named = Conversation.objects.filter(
+            pk=conversation_id, title=given, deleted_at__isnull=True
+        ).update(title=title)
+        return Conversation.objects.get(pk=conversation_id) if named else None
 
 
 def update_settings(

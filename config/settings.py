@@ -303,6 +303,9 @@ MODEL_PRICES = env_prices(
     "MODEL_PRICES",
     {"claude-opus": [15, 75], "claude-sonnet": [3, 15], "claude-haiku": [1, 5]},
 )
+# After a conversation's first reply, its model is asked for a short title (one small request,
+# counted in its cost); off: it keeps the first words of its first message.
+GENERATED_TITLES = env_bool("GENERATED_TITLES", True)
 # Prompt-cache breakpoints on every request (providers/caching.py); off sends none.
 PROMPT_CACHING = env_bool("PROMPT_CACHING", True)
 # A compaction's summary request goes over the conversation's own cached prefix (same system,

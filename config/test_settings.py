@@ -15,6 +15,9 @@ SENDS_PER_MINUTE = REPLIES_AT_ONCE = COMPACTIONS_PER_HOUR = 100_000
 SIGNUPS_PER_HOUR = LOGIN_FAILURES_PER_15_MINUTES = 100_000
 IMPORTS_PER_HOUR = PASSWORD_RESETS_PER_HOUR = 100_000
 DEMO_WORD_DELAY_MS = 0
+# The title request would take a reply a test queued for its turns (a fake answers in order):
+# the titles' own tests turn it on (tests/test_generated_titles.py).
+GENERATED_TITLES = False
 # Search is lexical in tests unless one turns embeddings on (tests/test_semantic_*.py): vectors
 # written by a background sweep would otherwise make other tests' hits depend on its timing.
 EMBEDDINGS = "none"

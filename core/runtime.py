@@ -61,6 +61,7 @@ class Loop:
     # conversation -> the tasks driving its steps
     drivers: defaultdict[int, set[asyncio.Task]] = field(default_factory=lambda: defaultdict(set))
     background: asyncio.Task | None = None  # heartbeat and sweep
+    titles: dict[int, asyncio.Task] = field(default_factory=dict)  # conversation -> its title ask
     embedding: asyncio.Task | None = None  # settled messages' vectors (chat/vectors.py)
     listener: asyncio.Task | None = None  # Stop, from any process
     channel: str | None = None  # the listener's channel

@@ -26,7 +26,7 @@ import re
 from collections.abc import AsyncIterator
 from typing import NamedTuple
 
-from providers import demo_files
+from providers import demo_files, titles
 from providers.answering import Asked, answers, asked
 from providers.blocks import block_text, tool_uses, type_of
 from providers.sent_files import estimated
@@ -74,14 +74,18 @@ class DemoClient:
 
     async def stream(self, request: Request) -> AsyncIterator[Event]:
         offered = {t.get("name") for t in request.tools}
-        # Its files' words are read with pypdf: off the event loop.
-        text, call = await asyncio.to_thread(
-            compose,
-            request.system,
-            request.messages,
-            can_search=SEARCH_TOOL in offered,
-            can_read=demo_files.READ_TOOL in offered,
-        )
+        named = titles.exchange(request)
+        if named is not None:
+            text, call = key_words_title(*named), None
+        else:
+            # Its files' words are read with pypdf: off the event loop.
+            text, call = await asyncio.to_thread(
+                compose,
+                request.system,
+                request.messages,
+                can_search=SEARCH_TOOL in offered,
+                can_read=demo_files.READ_TOOL in offered,
+            )
         for i, chunk in enumerate(re.findall(r"\S+\s*", text)):
             if i:
                 # Zero still yields to the loop, so a stop request can land between words.
@@ -110,6 +114,20 @@ class DemoClient:
             usage=usage,
             model=MODEL,
         )
+
+
+# Words in a title the demo makes.
+TITLE_WORDS = 4
+
+
+def key_words_title(user_text: str, reply_text: str) -> str:
+    """A title from a first exchange's key words: the person's words said most (ties in the
+    order they were written), in the order they came; the reply's when the person's message has
+    none (files alone, a greeting)."""
+    said = [w for w in WORD_RE.findall(user_text.lower()) if w not in STOP_WORDS]
+    said = said or [w for w in WORD_RE.findall(reply_text.lower()) if w not in STOP_WORDS]
+    chosen = sorted(dict.fromkeys(said), key=lambda w: -said.count(w))[:TITLE_WORDS]
+    return " ".join(sorted(chosen, key=said.index)).capitalize()
 
 
 class Call(NamedTuple):

@@ -11,12 +11,18 @@ async def settle(conversation_id: int | None = None, *, timeout: float = 10) -> 
     """Wait until this process runs nothing more for the conversation (or for any)."""
     async with asyncio.timeout(timeout):
         while True:
-            drivers = runtime.current().loop().drivers
+            here = runtime.current().loop()
             tasks = [
                 task
-                for cid, tasks in list(drivers.items())
+                for cid, tasks in list(here.drivers.items())
                 if conversation_id is None or cid == conversation_id
                 for task in tasks
+            ]
+            # A title asked after a first reply (turns/titling.py) is the conversation's work too.
+            tasks += [
+                task
+                for cid, task in list(here.titles.items())
+                if conversation_id is None or cid == conversation_id
             ]
             if not tasks:
                 return

@@ -87,7 +87,7 @@ def test_it_is_a_markdown_download_for_the_owner_only(client, alice, bob, conver
     assert response.status_code == 200
     assert response["Content-Type"] == "text/markdown; charset=utf-8"
     assert response["Content-Disposition"] == (
-        f'attachment; filename="conversation-{conversation.pk}.md"'
+        f'attachment; filename="new-conversation-{conversation.pk}.md"'
     )
     assert b"Question 1" in b"".join(response.streaming_content)
     client.force_login(bob)

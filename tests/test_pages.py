@@ -38,9 +38,9 @@ def test_post_conversations_creates_one_and_redirects_to_it(client, alice):
 def test_the_page_says_plainly_when_the_demo_model_answers(client, alice, settings):
     settings.LLM_PROVIDER = "demo"
     client.force_login(alice)
-    client.post("/conversations/")
-    page = client.get("/", follow=True).content.decode()
+    page = client.post("/conversations/", follow=True).content.decode()
     assert "Demo model answering" in page
+    assert "The offline demo model is answering" in client.get("/").content.decode()
 
 
 def test_export_json_has_the_documented_shape_and_the_exact_window(client, alice, conversation):

@@ -129,7 +129,7 @@ async def shutdown(timeout: float = 10) -> None:
     """Stop everything this loop runs: replies close as interrupted with their text,
     compactions as failed, so nothing waits for a stale heartbeat after a clean restart."""
     here = runtime.current().loop()
-    for task in (here.background, here.embedding, here.listener):
+    for task in (here.background, here.embedding, here.listener, *here.titles.values()):
         if task is not None:
             task.cancel()
     drivers = [t for tasks in here.drivers.values() for t in tasks]

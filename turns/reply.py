@@ -42,7 +42,7 @@ from providers.tokens import MESSAGE_OVERHEAD, estimate_content, estimate_length
 from providers.values import Final, LLMError, Request, TextDelta, Usage
 from tools import registry as tools
 from tools.values import Context
-from turns import compacting, liveness, transitions
+from turns import compacting, liveness, titling, transitions
 from turns.relay import DeltaRelay
 from turns.tasks import eager, hold, show_recovered
 
@@ -307,5 +307,8 @@ async def _close(turn, streaming, relay, received: _Received, status, error, goi
         FiguresChanged(closed.figures),
         Renamed(closed.named) if closed.named.title != turn.conversation.title else None,
     )
+    if closed.first_words:  # the first reply: ask for a better title, in the background
+        first = turn.state.entries[-1]
+        titling.start(closed.first_words, first.text, closed.reply, turn.conversation.model)
     await show_recovered(closed.claim.recovered)
     return closed.claim.step

@@ -333,6 +333,7 @@ class Closed:
     named: Conversation  # the conversation after the turn (its first reply names it)
     figures: Panel  # the meter and chart, with the reply counted
     claim: Claim  # what runs next: the compaction the reply made due, or the next queued reply
+    first_words: str = ""  # the title this close gave it from its first message ("": none)
 
 
 def close_turn(turn: Turn, reply: Message, after: WindowState, *, then: bool = True) -> Closed:
@@ -365,7 +366,8 @@ def close_turn(turn: Turn, reply: Message, after: WindowState, *, then: bool = T
             step = _claim_oldest(conversation, read_snapshot(conversation.pk), compact=True)
         # A reply written here with its usage is the conversation's latest billed turn.
         figures = load_figures(conversation, after, last_usage=spent)
-    return Closed(reply, conversation, figures, Claim(step, recovered=recovered))
+    named = title if title == conversation.title != turn.conversation.title else ""
+    return Closed(reply, conversation, figures, Claim(step, recovered=recovered), named)
 
 
 def _auto_compaction(

@@ -6,12 +6,20 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterable, Iterator
 
 from asgiref.sync import sync_to_async
+from django.utils.text import slugify
 
 from chat.models import Conversation
 
+# Characters of the title kept in a file name: enough to tell downloads apart at a glance.
+NAME_CHARS = 50
+
 
 def filename(conversation: Conversation, extension: str) -> str:
-    return f"conversation-{conversation.pk}.{extension}"
+    """The download's name: the title as a safe slug (ASCII letters, digits and hyphens, so it
+    needs no quoting in the header nor on any file system), then the id, which keeps two
+    conversations of the same title apart; a title with nothing to keep is "conversation"."""
+    slug = slugify(conversation.title)[:NAME_CHARS].strip("-") or "conversation"
+    return f"{slug}-{conversation.pk}.{extension}"
 
 
 STREAM_CHUNK_CHARS = 64_000

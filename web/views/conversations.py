@@ -9,46 +9,51 @@ from django.contrib import messages as flash
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
-from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from chat import attachments, compactions, controls, conversations, sidebar, transcript
+from chat import attachments, compactions, controls, conversations, transcript
 from chat.figures import load_figures, load_panel
-from chat.models import Conversation
 from chat.window_loading import load_window
-from core.clean import SUMMARY, SYSTEM_PROMPT, TITLE, clean, number
+from core.clean import MESSAGE, SUMMARY, SYSTEM_PROMPT, TITLE, clean, number
 from core.errors import ActionError
 from render import frames, window_view
 from tools import registry as tools
 from web.views.owned import aowned_or_404, owned_or_404
 from web.views.sidebar import page_context
 
+# The message typed on the home page, for its new conversation's page to send: kept in the
+# session for the one redirect (never in the URL, where history and logs would keep it).
+FIRST_MESSAGE_KEY = "first_message"
+
 
 @login_required
 @require_GET
 def home(request: HttpRequest) -> HttpResponse:
-    # The latest of the listed ones: an archived conversation is not where anyone starts.
-    latest = Conversation.objects.owned_by(request.user).filter(archived_at__isnull=True).first()
-    if latest:
-        url = reverse("conversation", args=[latest.pk])
-        if request.GET.get("sidebar") == sidebar.ARCHIVED:
-            url += f"?sidebar={sidebar.ARCHIVED}"  # the no-script way to the archived list
-        return redirect(url)
+    """A new chat: an empty composer with the model picker (the sidebar leads to the others)."""
     return render(request, "chat/empty.html", page_context(request))
 
 
 @login_required
 @require_POST
 def conversation_create(request: HttpRequest) -> HttpResponse:
-    """Create on the model picked (`model`; none: the default). A model not offered here gets
-    a 400 naming the ones that are, and nothing is created."""
+    """Create on the model picked (`model`; none: the default). With a `message` (the home's
+    composer), the new conversation's page sends it over its socket as it opens: one way in for
+    every message (limits, queue, files), and the page the reply streams to is the one the
+    person lands on. A model not offered, or a message that cannot be sent, gets a 400 saying
+    why with the text kept, and nothing is created."""
+    text = request.POST.get("message")
     try:
+        first = clean(text, MESSAGE, required=True) if text is not None else ""
         conversation = conversations.create_conversation(
             request.user, model=request.POST.get("model") or None
         )
     except ActionError as exc:
-        context = page_context(request) | {"create_error": exc.reason}
+        # Said beside the form it came from: the home's composer, or the sidebar's button.
+        said = {"send_error": exc.reason} if text is not None else {"create_error": exc.reason}
+        context = page_context(request) | said | {"first_message": text or ""}
         return render(request, "chat/empty.html", context, status=400)
+    if first:
+        request.session[FIRST_MESSAGE_KEY] = [conversation.pk, first]
     return redirect("conversation", conversation_id=conversation.pk)
 
 
@@ -75,7 +80,18 @@ def conversation_detail(request: HttpRequest, conversation_id: int) -> HttpRespo
         return render(request, "chat/conversation.html#transcript", context)
     # The composer's chips: uploads not yet sent stay there through a reload.
     context["waiting"] = attachments.waiting(request.user, conversation)
+    context["first_message"] = _first_message(request, conversation.pk)
     return render(request, "chat/conversation.html", context)
+
+
+def _first_message(request: HttpRequest, conversation_id: int) -> str:
+    """The message typed on the home page for this new conversation, given once: the composer
+    holds it and sends it as the socket opens (static/js/first_send.js)."""
+    held = request.session.get(FIRST_MESSAGE_KEY)
+    if not held or held[0] != conversation_id:
+        return ""
+    del request.session[FIRST_MESSAGE_KEY]
+    return held[1]
 
 
 @login_required
