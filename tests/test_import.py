@@ -9,6 +9,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from chat.models import Conversation, Message
+from chat.transcript import current_branch
 from chat.window_loading import load_window
 from support.messages_api import invalid_request
 
@@ -22,7 +23,7 @@ def upload(client, payload, name="export.json"):
 
 def chatgpt_conversation(title: str, turns: list[tuple[str, object]], *, branch: bool = False):
     """ChatGPT's tree: a root, a hidden system message, then `turns` in a chain; `branch` adds
-    an abandoned sibling answer that must not be imported."""
+    an abandoned sibling answer, imported off the branch on screen."""
     mapping = {"root": {"id": "root", "message": None, "parent": None, "children": ["sys"]}}
     mapping["sys"] = {
         "id": "sys",
@@ -87,7 +88,7 @@ def test_only_role_and_content_are_required(client, alice):
     assert imported.messages.get().content == [{"type": "text", "text": "just text"}]
 
 
-def test_a_chatgpt_export_becomes_one_conversation_each_along_the_branch_on_screen(client, alice):
+def test_a_chatgpt_export_becomes_one_conversation_each_showing_the_branch_on_screen(client, alice):
     untidy = chatgpt_conversation(
         "Untidy one",
         [
@@ -112,7 +113,9 @@ def test_a_chatgpt_export_becomes_one_conversation_each_along_the_branch_on_scre
         ("user", "First question"),
         ("user", "and a second one in a row"),
         ("assistant", "An answer"),
+        ("assistant", "ABANDONED"),  # kept, off the branch on screen
     ]
+    assert current_branch(first) == {1, 2, 3, 4}
     # The transcript keeps them as they were; the window the model gets is still valid.
     window = load_window(first).window()
     assert invalid_request({"messages": window.messages}) == ""

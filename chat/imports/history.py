@@ -72,9 +72,10 @@ KEEP_COMPACTION = (
 KEEP_DATES = {"created_at": SCALAR, "updated_at": SCALAR, "branch_end": SCALAR}
 
 
-@dataclass
+@dataclass(slots=True)
 class Said:
-    """One message as it will be stored."""
+    """One message as it will be stored (slots: a ChatGPT tree of 200,000 nodes holds as many
+    at once)."""
 
     role: str
     blocks: list[dict]

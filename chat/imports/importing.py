@@ -14,7 +14,8 @@ by anyone, clears it.
 
 This app's own export comes back whole: versions and the branch on screen, pins, compactions
 (marked imported), dates and the window's figures, so the copy's meter is right at once
-(docs/imports.md, "What a round trip keeps"). ChatGPT's conversations keep their dates.
+(docs/imports.md, "What a round trip keeps"). ChatGPT's conversations keep their dates, every
+version of their messages and the branch on screen (chat/imports/chatgpt.py).
 
 Real exports are untidy (a conversation opening with the assistant, two messages of one role in
 a row): the transcript keeps them as they were, and the window (compaction/assembly.py) makes
@@ -35,7 +36,7 @@ from django.utils import timezone
 
 from chat import attachments, limits
 from chat.conversations import title_from
-from chat.imports import files, history, reader, rows, schema
+from chat.imports import chatgpt, files, history, reader, rows, schema
 from chat.imports.history import Said
 from chat.imports.schema import Calls, Imported
 from chat.models import Attachment, Conversation, Import, Message, Pin
@@ -117,7 +118,7 @@ def _stage(run: Import, user, upload) -> Staging:
             staging.boundary(own, piece.value)
         else:
             staging.read += 1
-            staging.whole(schema.chatgpt(piece.value, staging.read))
+            staging.whole(chatgpt.chatgpt(piece.value, staging.read))
     if not staging.messages:
         raise ActionError("That file holds no messages to import.")
     if own is not None:
@@ -149,7 +150,7 @@ def _top(fields: reader.Fields, own: Staged | None, staging: Staging) -> None:
     elif own is not None:
         raise ActionError('That file lists compactions but no "messages".')
     elif "mapping" in values:
-        staging.whole(schema.chatgpt(values, 1))
+        staging.whole(chatgpt.chatgpt(values, 1))
     elif fields.kind != "a list" or not staging.read:
         raise ActionError(
             'That file is neither this app\'s export.json (an object with "messages") nor '
@@ -231,9 +232,10 @@ class Staging:
 
     def whole(self, item: Imported) -> None:
         """A conversation read whole (ChatGPT's): staged if it has messages, with its dates
-        (its own, else its messages')."""
+        (its own, else its messages') and the end of its branch on screen."""
         if item.messages:
             staged = self.conversation(item)
+            staged.row.leaf_seq = item.leaf
             dated = [m.created_at for m in item.messages if m.created_at]
             staged.created = item.created_at or min(dated, default=None)
             staged.updated = item.updated_at or max(dated, default=None)

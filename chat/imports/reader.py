@@ -219,7 +219,7 @@ def _value(events: Iterator, event: str, value, depth: int, keep):
             event, value = _next(events)
             found = _value(events, event, value, depth + 1, inner)
             if inner is not None:
-                built[key] = found
+                built[_shared(key, spec)] = found
         return built if built is not None else Skipped("an object")
     if event == "start_array":
         _deep(depth)
@@ -232,6 +232,16 @@ def _value(events: Iterator, event: str, value, depth: int, keep):
             if built is not None:
                 built.append(found)
     return value  # a string, number, true/false or null
+
+
+# One string for each key a spec names ("parent", "message"...), the first the file gave: the
+# parser makes a new one every time, and a ChatGPT tree of 200,000 nodes repeats each as often.
+# Only names in the specs are kept here, so what a file can add to it is bounded.
+_KEYS: dict[str, str] = {}
+
+
+def _shared(key: str, spec: dict | None) -> str:
+    return _KEYS.setdefault(key, key) if spec is not None and key in spec else key
 
 
 def _deep(depth: int) -> None:

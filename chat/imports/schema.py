@@ -25,7 +25,7 @@ from datetime import datetime
 from django.conf import settings
 
 from chat.imports import files
-from chat.imports.history import KEEP_DATES, KEEP_MESSAGE_HISTORY, Said, epoch, message_history
+from chat.imports.history import KEEP_DATES, KEEP_MESSAGE_HISTORY, Said, message_history
 from chat.imports.history import text as _text
 from chat.imports.reader import ANY, SCALAR, describe
 from core.clean import SYSTEM_PROMPT, clean
@@ -64,6 +64,7 @@ class Imported:
     messages: list[Said] = field(default_factory=list)
     created_at: datetime | None = None
     updated_at: datetime | None = None
+    leaf: int | None = None  # the end of the branch on screen (None: the newest message)
 
 
 @dataclass
@@ -84,7 +85,7 @@ def message(raw, n: int, calls: Calls) -> Said:
     if role not in ROLES:
         shown = repr(role[:20]) if isinstance(role, str) else describe(role)
         raise ActionError(f'Message {n} has role {shown}; it must be "user" or "assistant".')
-    status = _optional(raw.get("status"), str, f"Message {n}'s status is", "it must be a string")
+    status = optional(raw.get("status"), str, f"Message {n}'s status is", "it must be a string")
     status = status if status in KEPT_STATUSES else "complete"
     said = Said(role, blocks(raw.get("content"), f"message {n}", role, calls), status)
     return message_history(raw, n, said)
@@ -219,81 +220,10 @@ def title(value, where: str) -> str:
     return " ".join(text.split())[: settings.MAX_TITLE_CHARS]
 
 
-# --- ChatGPT's conversations.json ----------------------------------------------------------------
-
-
-def chatgpt(raw, n: int) -> Imported:
-    """ChatGPT's tree of messages, read along the branch that was on screen (current_node up
-    to the root), keeping what the user and the assistant wrote as text. Every node is
-    checked, on the branch or not."""
-    where = f"conversation {n}"
-    if not isinstance(raw, dict):
-        raise ActionError(f"Conversation {n} is {describe(raw)}; it must be an object.")
-    mapping = raw.get("mapping")
-    if not isinstance(mapping, dict):
-        raise ActionError(f'Conversation {n} has no "mapping" of messages ({describe(mapping)}).')
-    nodes = {key: _node(node, key, where) for key, node in mapping.items()}
-    node_id = raw.get("current_node")
-    if node_id is not None and not isinstance(node_id, str):
-        raise ActionError(f"The current_node of {where} is {describe(node_id)}.")
-    if node_id not in nodes:  # no current node: the last node without children
-        leaves = [key for key, node in nodes.items() if not node[2]]
-        node_id = leaves[-1] if leaves else None
-    branch, seen = [], set()
-    while node_id is not None and node_id in nodes and node_id not in seen:
-        seen.add(node_id)
-        branch.append(nodes[node_id])
-        node_id = nodes[node_id][0]
-    imported = Imported(
-        title=title(raw.get("title"), where),
-        created_at=epoch(raw.get("create_time"), f"the create_time of {where}"),
-        updated_at=epoch(raw.get("update_time"), f"the update_time of {where}"),
-    )
-    for _, said, _, at in reversed(branch):
-        if said is not None:
-            role, text = said
-            blocks = [{"type": "text", "text": text}]
-            imported.messages.append(Said(role, blocks, created_at=at or imported.created_at))
-    return imported
-
-
-def _node(node, key: str, where: str) -> tuple:
-    """A node as (parent, (role, text) or None, has children, when it was written or None)."""
-    at = f"node {_shown(key)} of {where}"
-    if not isinstance(node, dict):
-        raise ActionError(f"The {at} is {describe(node)}; nodes are objects.")
-    parent = _optional(node.get("parent"), str, f"The parent of {at} is", "it must be a node's id")
-    children = node.get("children")
-    children = [] if children is None else children
-    if not isinstance(children, list) or not all(isinstance(c, str) for c in children):
-        raise ActionError(f"The children of {at} must be a list of node ids.")
-    message = node.get("message")
-    if message is None:
-        return parent, None, bool(children), None
-    if not isinstance(message, dict):
-        raise ActionError(f"The message of {at} is {describe(message)}; it must be an object.")
-    author = _optional(
-        message.get("author"), dict, f"The author of {at} is", "it must be an object"
-    )
-    role = (author or {}).get("role")
-    role = _optional(role, str, f"The author's role in {at} is", "it must be a string")
-    content = message.get("content")
-    content = _optional(content, dict, f"The content of {at} is", "it must be an object")
-    parts = (content or {}).get("parts")
-    parts = _optional(parts, list, f"The parts of {at} are", "they must be a list")
-    for i, part in enumerate(parts or [], start=1):
-        if not isinstance(part, str | dict):  # text, or an attachment (an image) left out
-            raise ActionError(f"Part {i} of {at} is {describe(part)}; it must be text.")
-    text = "\n".join(p for p in parts or [] if isinstance(p, str)).strip()
-    said = (role, _text(text, f"the text of {at}")) if role in ROLES and text else None
-    written = epoch(message.get("create_time"), f"the create_time of {at}")
-    return parent, said, bool(children), written
-
-
 # --- values --------------------------------------------------------------------------------------
 
 
-def _optional(value, kind: type, is_: str, must: str):
+def optional(value, kind: type, is_: str, must: str):
     """`value` when it is missing (None) or of `kind`; else the refusal "<is_> <value>; <must>."
     ("The author of node x is a number; it must be an object.")."""
     if value is not None and not isinstance(value, kind):

@@ -1,7 +1,8 @@
 """An export imported through the sidebar comes back as it was: its dividers,
 one reply per turn on screen (the abandoned version behind its switcher, "2 / 2"), its pin, a
-meter within the budget at once, and a title that says it is an import. On a desktop and on a
-390 px phone, in light and dark, with no CSP refusal."""
+meter within the budget at once, and a title that says it is an import; a ChatGPT tree with its
+versions behind their switchers. On a desktop and on a 390 px phone, in light and dark, with no
+CSP refusal."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import json
 
 import pytest
 from playwright.sync_api import expect
+
+from tests.test_import_chatgpt_versions import TRIP
 
 from .conftest import TIMEOUT_MS, export, new_context, new_conversation
 from .screens import SCREENS, import_file, in_view, leave_panel, reach_panel
@@ -104,6 +107,43 @@ def test_an_imported_export_shows_what_it_held(
         page.screenshot(path=shots / f"{screen}-versions.png")
         in_view(page, dividers.first)
         page.screenshot(path=shots / f"{screen}-divider.png")
+        refusals.assert_none(page)
+        print("screenshots in", tmp_path)
+    finally:
+        context.close()
+
+
+@pytest.mark.parametrize("screen", list(SCREENS))
+def test_a_chatgpt_import_shows_its_versions(browser, server, user_state, screen, tmp_path):
+    """ChatGPT's tree with a regenerated reply and an edited question: the branch the person
+    last saw is on screen, each fork with its switcher, and the other versions a click away."""
+    path = tmp_path / "conversations.json"
+    path.write_text(json.dumps([TRIP]))
+    context = browser.new_context(storage_state=user_state, **SCREENS[screen])
+    context.set_default_timeout(TIMEOUT_MS)
+    refusals = Refusals(context)
+    try:
+        page = context.new_page()
+        import_file(page, server, path)
+        transcript = page.locator("#transcript")
+        expect(transcript.locator(".message")).to_have_count(4)
+        expect(transcript).to_contain_text("Bacalhau.")
+        expect(transcript).not_to_contain_text("Alfama.")
+        expect(page.locator("#msg-2 .version-count")).to_have_text("1 / 2")
+        edited = page.locator("#msg-5 .version-count")
+        expect(edited).to_have_text("2 / 2")
+        in_view(page, edited)
+        page.screenshot(path=tmp_path / f"{screen}-chatgpt-versions.png")
+
+        page.locator("#msg-5").get_by_role("button", name="Previous version").click()
+        expect(page.locator("#msg-3 .version-count")).to_have_text("1 / 2")
+        expect(transcript).to_contain_text("Alfama.")
+        expect(transcript).not_to_contain_text("Bacalhau.")
+        page.locator("#msg-2").get_by_role("button", name="Next version").click()
+        expect(page.locator("#msg-7 .version-count")).to_have_text("2 / 2")
+        expect(transcript.locator(".message")).to_have_count(2)
+        in_view(page, page.locator("#msg-7"))
+        page.screenshot(path=tmp_path / f"{screen}-chatgpt-other-reply.png")
         refusals.assert_none(page)
         print("screenshots in", tmp_path)
     finally:
