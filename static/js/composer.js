@@ -7,19 +7,23 @@
   function box() { return document.getElementById("message-input"); }
 
   // Sized to its text: "auto" first, so it can shrink as well as grow (after a send empties it).
-  // The composer is sticky at the bottom: a taller one covers the newest message, so a reader at
-  // the end stays at the end.
   function fit() {
     var input = box();
     if (!input) return;
-    var atEnd = !document.documentElement.classList.contains("scrolled-up");
     var border = input.offsetHeight - input.clientHeight;
     input.style.height = "auto";
     input.style.height = input.scrollHeight + border + "px";
-    if (atEnd) window.scrollTo(0, document.body.scrollHeight);
   }
 
-  function onInput(e) { if (e.target === box()) fit(); }
+  // The composer is sticky at the bottom: grown as the person types, it covers the newest
+  // message, so a reader at the end stays at the end. Only then: on load the page may have been
+  // taken to a linked message (chat.js), before the scroll that says so has been heard.
+  function onInput(e) {
+    if (e.target !== box()) return;
+    var atEnd = !document.documentElement.classList.contains("scrolled-up");
+    fit();
+    if (atEnd) window.scrollTo(0, document.body.scrollHeight);
+  }
 
   function sendEditOnEnter(e) {
     var field = e.target.closest ? e.target.closest(".edit-form textarea") : null;
