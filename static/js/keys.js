@@ -28,7 +28,7 @@
   function onKeydown(e) {
     var list = help();
     var mod = e.ctrlKey || e.metaKey;
-    var key = e.key.toLowerCase();
+    var key = (e.key || "").toLowerCase(); // Chrome's autofill sends a keydown without a key
     var handled = true;
     if (list && list.open && e.key === "Escape") list.close();
     else if (e.key === "Escape" && e.shiftKey) { var input = document.getElementById("message-input"); if (input) input.focus(); }

@@ -17,12 +17,16 @@
     }
   }
 
+  // At the end again, by any way: the next arrival below is news again.
+  function noteScroll() {
+    var status = document.getElementById("newest-status");
+    if (status && status.textContent && !scrolledUp()) status.textContent = "";
+  }
+
   // Back to the end, where chat.js follows new messages again. The button goes away with the
   // scroll: the focus goes to the newest message, to read on from there.
   function toNewest() {
     window.scrollTo(0, document.body.scrollHeight);
-    var status = document.getElementById("newest-status");
-    if (status) status.textContent = "";
     var messages = document.querySelectorAll("#transcript .message");
     var last = messages[messages.length - 1];
     if (!last) return;
@@ -107,7 +111,7 @@
     remember(toModelView);
     awaitingModelView = toModelView && !!anchor;
   }
-  function afterSwitch(e) {
+  function onClick(e) {
     var button = switchOf(e);
     if (button) restore(button.id === "show-model-view");
     if (e.target.closest("#to-newest")) toNewest();
@@ -119,7 +123,9 @@
   }
 
   document.addEventListener("click", beforeSwitch, true);
-  document.addEventListener("click", afterSwitch);
+  document.addEventListener("click", onClick);
   document.addEventListener("htmx:afterSettle", modelViewLoaded);
   document.addEventListener("htmx:wsAfterMessage", noteArrival);
+  // After chat.js's own scroll listener, which marks <html> "scrolled-up".
+  window.addEventListener("scroll", noteScroll, { passive: true });
 })();

@@ -178,6 +178,7 @@ def test_scrolled_up_a_reply_leaves_the_view_and_newest_goes_back(screen, fast_s
     screen.assert_seen(page.locator("#transcript .message.assistant").last)
     expect(newest).to_be_hidden()
     expect(page.locator("#transcript .message").last).to_be_focused()
+    expect(page.locator("#newest-status")).to_be_empty()  # said again at the next arrival
 
 
 def test_newest_is_clean_for_axe_and_works_by_tap(screen, account):
