@@ -117,6 +117,7 @@ def open_drawer(page) -> None:
     expect(page.locator(".sidebar .new-conversation")).to_be_in_viewport()
     # The focus goes into the drawer (its Close), where the keyboard can go on through the list.
     expect(page.locator("#hide-sidebar")).to_be_focused()
+    page.wait_for_function("() => !document.getAnimations().length")  # slid all the way in
 
 
 def test_the_list_is_a_drawer_behind_a_menu_button_on_a_phone(screen, account):
@@ -181,6 +182,7 @@ def test_every_control_is_big_enough_to_hit(screen, tmp_path):
     if phone:  # the list's controls, in its drawer
         open_drawer(page)
         controls += page.evaluate(CONTROLS, f".sidebar :is({TARGETS})")
+        page.screenshot(path=str(tmp_path / "drawer.png"))
     names = " ".join(c["what"] for c in controls)
     # The ones that were too small before, all measured.
     wanted = ["version-previous", "pin-toggle", "Edit", "copy", "reply-again", "Log out"]
