@@ -98,7 +98,8 @@ class Seen:
 
     def open(self, url: str) -> None:
         self.page.goto(url)
-        wait_socket(self.page)
+        if self.page.locator("#chat-root").count():  # a conversation's page (not the home)
+            wait_socket(self.page)
 
     def tap(self, selector: str) -> None:
         """A tap on a phone (a touch screen), a click on a desktop."""
