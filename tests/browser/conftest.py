@@ -72,6 +72,9 @@ SERVER_ENV = {
     # Search by meaning is tested in the unit suite (tests/test_semantic_search.py), with the
     # vectors made before each search.
     "EMBEDDINGS": "none",
+    # Titles stay the first words (tests read them); test_home_in_a_browser.py turns the model's
+    # titles on for its own server.
+    "GENERATED_TITLES": "false",
 }
 # Set by CI for the other suite; must not reach this server.
 LEAKY_ENV = [

@@ -28,8 +28,23 @@ def in_view(page, selector: str) -> bool:
     return bool(box) and box["y"] >= 0 and box["y"] + box["height"] <= size["height"]
 
 
+@pytest.fixture(scope="module")
+def titled(browser):
+    """Its own server with the model's titles on (the other tests' servers keep the first
+    words), and a user signed up there: (base URL, the user's cookies)."""
+    from .conftest import new_context, serve, signup
+
+    with serve(GENERATED_TITLES="true") as base:
+        context = new_context(browser)
+        signup(context.new_page(), base, "tess")
+        state = context.storage_state()
+        context.close()
+        yield base, state
+
+
 @pytest.mark.parametrize("name", list(SCREENS))
-def test_the_home_composer_starts_a_chat_on_enter(browser, user_state, server, name):
+def test_the_home_composer_starts_a_chat_on_enter(browser, titled, name):
+    server, user_state = titled
     context = browser.new_context(storage_state=user_state, **SCREENS[name])
     context.set_default_timeout(TIMEOUT_MS)
     refusals = Refusals(context)
@@ -56,8 +71,8 @@ def test_the_home_composer_starts_a_chat_on_enter(browser, user_state, server, n
         link = page.locator(f"#conversation-link-{pk}")
         # The demo's title from the key words, after the first-words one.
         expect(link).to_have_text("Lighthouse keeper logs weather")
-        expect(page.locator("#title-input")).to_have_value(link.inner_text())
-        assert link.inner_text() != FIRST_WORDS
+        expect(page.locator("#title-input")).to_have_value(link.text_content().strip())
+        assert link.text_content().strip() != FIRST_WORDS
         assert in_view(page, "#transcript .message.assistant")
         page.reload()  # the message was sent once: a reload does not send it again
         wait_replies(page, 1)
