@@ -11,7 +11,9 @@ from playwright.sync_api import expect
 
 from tests import sample_files
 
-from .conftest import conversation_id, wait_replies
+from .conftest import TIMEOUT_MS, conversation_id, new_conversation, wait_replies
+from .screens import SCREENS, leave_panel, reach_panel
+from .test_csp_in_a_browser import Refusals
 
 pytestmark = pytest.mark.browser
 
@@ -28,7 +30,24 @@ def upload(page, base: str, name: str, data: bytes) -> dict:
     return answer.json()
 
 
-def test_an_image_shows_on_the_meter_and_in_the_model_view(chat, server, tmp_path):
+@pytest.mark.parametrize("name", list(SCREENS))
+def test_an_image_shows_on_the_meter_and_in_the_model_view(
+    browser, user_state, server, tmp_path, name
+):
+    context = browser.new_context(storage_state=user_state, **SCREENS[name])
+    context.set_default_timeout(TIMEOUT_MS)
+    refusals = Refusals(context)
+    chat = context.new_page()
+    try:
+        chat.goto(f"{server}/")
+        new_conversation(chat)
+        _meter_and_model_view(chat, server, tmp_path / f"{name}.png")
+        refusals.assert_none(chat)
+    finally:
+        context.close()
+
+
+def _meter_and_model_view(chat, server: str, screenshot) -> None:
     shot = upload(chat, server, "build-error.png", sample_files.image("PNG", (800, 600)))
     # The send frame the composer's attach button will send (docs/files.md); its chips are
     # tested with the composer.
@@ -40,11 +59,14 @@ def test_an_image_shows_on_the_meter_and_in_the_model_view(chat, server, tmp_pat
     )
     wait_replies(chat, 1)
 
+    reach_panel(chat)  # on a phone the meter is behind "Context"
     files = chat.locator("#context-figures .legend li", has=chat.locator(".seg-files"))
     expect(files).to_contain_text("Files")
+    expect(files).to_be_visible()
     expect(chat.locator("#context-figures .meter svg.seg-files")).to_have_count(1)
+    leave_panel(chat)
     chat.click("#show-model-view")
     line = chat.locator("#model-view .window-file a")
     expect(line).to_have_text(f"image: build-error.png, 800×600 px, {shot['tokens']:,} tokens")
     assert line.get_attribute("href") == f"/attachments/{shot['id']}/"
-    chat.screenshot(path=os.environ.get("FILES_WINDOW_SCREENSHOT", tmp_path / "files.png"))
+    chat.screenshot(path=os.environ.get("FILES_WINDOW_SCREENSHOT", screenshot))
