@@ -55,6 +55,9 @@ class Server:
             # Words only, as in the test process (config/test_settings.py): no background
             # embedding round for a search's ranking to depend on, no model to load.
             "EMBEDDINGS": "none",
+            # As in the test process: no title request after a first reply, taking a reply the
+            # test queued for its own turn.
+            "GENERATED_TITLES": "false",
             **env,
         }
         self.process: subprocess.Popen | None = None
