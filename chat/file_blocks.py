@@ -37,9 +37,10 @@ log = logging.getLogger(__name__)
 def for_request(messages: list[dict], owner_id: int) -> list[dict]:
     """`messages` (a request's) with every file block, at the top level of a message or inside
     a tool result, replaced by the API's blocks; the rows are the owner's only."""
-    rows = _rows(_ids(m.get("content") for m in messages), owner_id)
-    if not rows:
+    ids = _ids(m.get("content") for m in messages)
+    if not ids:
         return messages
+    rows = _rows(ids, owner_id)  # a block whose row is gone still becomes text, never a reference
     return [
         {**m, "content": _content(m["content"], rows, labelled=True)}
         if isinstance(m.get("content"), list)

@@ -227,3 +227,21 @@ def test_a_pdfs_words_are_kept_without_nul_characters(alice, conversation):
     pdf = sample_files.pdf_with_text([["port\x00is 8443"]])
     kept = uploaded(alice, conversation, "odd.pdf", pdf)
     assert "\x00" not in kept.text and "8443" in kept.text
+
+
+def test_a_file_block_whose_upload_is_gone_becomes_a_line_never_a_reference(alice, conversation):
+    """However a row went (an edited database, a hand-made import), the request carries text in
+    its place: the API refuses a stored reference."""
+    from chat.file_blocks import for_request
+    from support.messages_api import invalid_request
+
+    image = uploaded(alice, conversation, "gone.png", sample_files.image())
+    block = attachments.block(image)
+    Attachment.objects.filter(pk=image.pk).delete()
+    messages = [{"role": "user", "content": [{"type": "text", "text": "Look"}, block]}]
+    sent = for_request(messages, alice.pk)
+    assert sent[0]["content"][1] == {
+        "type": "text",
+        "text": "[image: gone.png, 800×600 px, 640 tokens: no longer stored]",
+    }
+    assert invalid_request({"messages": sent}) == ""
