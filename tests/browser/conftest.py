@@ -66,6 +66,9 @@ SERVER_ENV = {
     # replies still streaming in conversations an earlier test left.
     "REPLIES_AT_ONCE": "20",
     "SENDS_PER_MINUTE": "1000",
+    # The session's one user imports in many tests (the limit: test_import_concurrency.py, and
+    # test_outages_in_a_browser.py on a server of its own).
+    "IMPORTS_PER_HOUR": "1000",
     # Lexical search only. With an embedder, messages get their vectors in the background, a
     # heartbeat after they settle, and one without a vector yet ranks below those with one: what
     # a search (or the demo's recall) finds first would depend on whether that round has run.
