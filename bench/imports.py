@@ -8,7 +8,9 @@ the demo model), two users made in its database. It measures:
 (a) memory: the server's resident set (VmRSS, sampled every 10 ms from /proc) during the import
     of a valid file of --mb megabytes, minus its resident set when idle (after a page and a small
     import have warmed it up); once for this app's export.json (one conversation of many
-    messages) and once for ChatGPT's conversations.json (1,000 conversations);
+    messages), once for ChatGPT's conversations.json (1,000 conversations) and once for one
+    ChatGPT conversation of --tree-nodes nodes (a regenerated reply every 20), with the resident
+    set left once it has ended;
 (b) the others' wait: during an import of --messages messages (one conversation, this app's
     export) by one user, another user loads their conversation's page every 0.2 s and sends a
     message on its websocket every 0.5 s; the longest and median time a page took, and a send
@@ -54,6 +56,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         choices=["daphne", "uvicorn"],
         default="uvicorn",
         help="(default: uvicorn, as make run; daphne holds the whole upload in memory)",
+    )
+    p.add_argument(
+        "--tree-nodes", type=int, default=200_000, help="(a)'s one tree (default 200,000 nodes)"
     )
     p.add_argument("--skip-memory", action="store_true", help="leave out (a)")
     p.add_argument("--skip-wait", action="store_true", help="leave out (b)")
@@ -104,6 +109,29 @@ def chatgpt_export(path: Path, size: int, conversations: int = 1000) -> int:
             f.write(("," if c else "") + json.dumps(doc))
         f.write("]")
     return conversations
+
+
+def chatgpt_tree(path: Path, nodes: int) -> int:
+    """ChatGPT's conversations.json holding one conversation of `nodes` nodes: a chain of short
+    messages with a regenerated reply every 20 (about 210 bytes a node, as a real file)."""
+    mapping = {"n0": {"id": "n0", "parent": None, "children": [], "message": None}}
+    for i in range(1, nodes):
+        parent = f"n{i - 2 if i % 20 == 0 else i - 1}"
+        role = "user" if i % 2 else "assistant"
+        mapping[f"n{i}"] = {
+            "id": f"n{i}",
+            "parent": parent,
+            "children": [],
+            "message": {
+                "author": {"role": role},
+                "create_time": 1.7e9 + i,
+                "content": {"content_type": "text", "parts": [f"message {i} of a long chat"]},
+            },
+        }
+        mapping[parent]["children"].append(f"n{i}")
+    doc = {"title": "One long chat", "mapping": mapping, "current_node": f"n{nodes - 1}"}
+    path.write_text(json.dumps([doc]))
+    return nodes
 
 
 # --- the server ----------------------------------------------------------------------------------
@@ -249,9 +277,14 @@ def main(argv: list[str] | None = None) -> int:
             f"{rss_mb(server.pid):.0f} MB"
         )
         if not args.skip_memory:
-            for name, make in (
-                ("export.json", lambda p: own_export(p, size=int(args.mb * 1e6))),
-                ("conversations.json", lambda p: chatgpt_export(p, int(args.mb * 1e6))),
+            for name, unit, make in (
+                ("export.json", "messages", lambda p: own_export(p, size=int(args.mb * 1e6))),
+                (
+                    "conversations.json",
+                    "conversations",
+                    lambda p: chatgpt_export(p, int(args.mb * 1e6)),
+                ),
+                ("tree.json", "nodes in one tree", lambda p: chatgpt_tree(p, args.tree_nodes)),
             ):
                 path = workdir / name
                 count = make(path)
@@ -259,11 +292,12 @@ def main(argv: list[str] | None = None) -> int:
                 status, took, reason, top = import_file(base, alice, path, server.pid)
                 if status != 302:
                     raise BenchError(f"the {name} import answered {status}: {reason}")
+                time.sleep(1)
                 print(
-                    f"(a) {name} {path.stat().st_size / 1e6:.1f} MB ({count:,} "
-                    f"{'messages' if name == 'export.json' else 'conversations'}): imported in "
-                    f"{took:.1f} s; peak RSS {top:.0f} MB, idle {idle:.0f} MB: "
-                    f"+{top - idle:.0f} MB (target < 300)"
+                    f"(a) {name} {path.stat().st_size / 1e6:.1f} MB ({count:,} {unit}): imported "
+                    f"in {took:.1f} s; peak RSS {top:.0f} MB, idle {idle:.0f} MB: "
+                    f"+{top - idle:.0f} MB (target < 300; one tree < 100), "
+                    f"+{rss_mb(server.pid) - idle:.0f} MB after"
                 )
                 if name == "conversations.json":
                     # The server's own share: the same upload to a URL that does not exist

@@ -26,6 +26,7 @@ as any conversation does.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -37,7 +38,7 @@ from django.utils import timezone
 from chat import attachments, limits
 from chat.conversations import title_from
 from chat.imports import chatgpt, files, history, reader, rows, schema
-from chat.imports.history import Said
+from chat.imports.history import KEEP_DATES, Said
 from chat.imports.schema import Calls, Imported
 from chat.models import Attachment, Conversation, Import, Message, Pin
 from chat.search_index import searchable_text
@@ -65,6 +66,10 @@ ALREADY_RUNNING = (
 
 class Busy(ActionError):
     """Another import of this user's is running."""
+
+
+# The top level kept: an export's title, prompt and dates, or one ChatGPT conversation alone.
+KEEP_TOP = {"system_prompt": reader.SCALAR, **KEEP_DATES, **chatgpt.KEEP_CONVERSATION}
 
 
 def check_size(size: int) -> None:
@@ -103,8 +108,8 @@ def _stage(run: Import, user, upload) -> Staging:
         upload,
         settings.IMPORT_MAX_BYTES,
         {"messages": schema.KEEP_MESSAGE, "compactions": history.KEEP_COMPACTION},
-        schema.KEEP_CONVERSATION,
-        schema.KEEP_TOP,
+        chatgpt.KEEP_CONVERSATION,
+        KEEP_TOP,
     )
     for piece in pieces:
         if isinstance(piece, reader.Fields):
@@ -118,7 +123,7 @@ def _stage(run: Import, user, upload) -> Staging:
             staging.boundary(own, piece.value)
         else:
             staging.read += 1
-            staging.whole(chatgpt.chatgpt(piece.value, staging.read))
+            staging.whole(*chatgpt.chatgpt(piece.value, staging.read))
     if not staging.messages:
         raise ActionError("That file holds no messages to import.")
     if own is not None:
@@ -150,7 +155,7 @@ def _top(fields: reader.Fields, own: Staged | None, staging: Staging) -> None:
     elif own is not None:
         raise ActionError('That file lists compactions but no "messages".')
     elif "mapping" in values:
-        staging.whole(chatgpt.chatgpt(values, 1))
+        staging.whole(*chatgpt.chatgpt(values, 1))
     elif fields.kind != "a list" or not staging.read:
         raise ActionError(
             'That file is neither this app\'s export.json (an object with "messages") nor '
@@ -213,10 +218,9 @@ class Staging:
                 f"That file holds more than {settings.IMPORT_MAX_CONVERSATIONS:,} "
                 "conversations; at most that many are imported at once."
             )
-        first_user = next((m.blocks for m in item.messages if m.role == "user"), [])
         row = Conversation(
             owner=self.user,
-            title=imported_title(item.title or title_from(_words(first_user)) or UNTITLED),
+            title=imported_title(item.title or UNTITLED),  # else its first words, at the end
             # The model this deployment answers with, not the one the file names.
             model=registry.default_model(),
             system_prompt=settings.DEFAULT_SYSTEM_PROMPT
@@ -230,17 +234,19 @@ class Staging:
         self.count += 1
         return staged
 
-    def whole(self, item: Imported) -> None:
-        """A conversation read whole (ChatGPT's): staged if it has messages, with its dates
-        (its own, else its messages') and the end of its branch on screen."""
-        if item.messages:
-            staged = self.conversation(item)
-            staged.row.leaf_seq = item.leaf
-            dated = [m.created_at for m in item.messages if m.created_at]
-            staged.created = item.created_at or min(dated, default=None)
-            staged.updated = item.updated_at or max(dated, default=None)
-            for said in item.messages:
-                self.message(staged, said)
+    def whole(self, item: Imported, messages: Iterator[Said]) -> None:
+        """A ChatGPT conversation, its messages staged as they come: staged if it has any, its
+        title (else its first words), dates (else its messages') and the end of its branch on
+        screen set at the end, when the walk has given them."""
+        staged = None
+        for said in messages:
+            if staged is None:
+                staged = self.conversation(item)
+                staged.created, staged.updated = item.created_at, item.updated_at
+                self.late.append(staged)
+            self.message(staged, said)
+        if staged is not None:
+            staged.leaf = item.leaf
 
     def message(self, staged: Staged, said: Said, n: int = 0) -> None:
         """Stage message `n` of the file (numbered in reasons) as the next of `staged`."""

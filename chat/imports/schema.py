@@ -25,7 +25,7 @@ from datetime import datetime
 from django.conf import settings
 
 from chat.imports import files
-from chat.imports.history import KEEP_DATES, KEEP_MESSAGE_HISTORY, Said, message_history
+from chat.imports.history import KEEP_MESSAGE_HISTORY, Said, message_history
 from chat.imports.history import text as _text
 from chat.imports.reader import ANY, SCALAR, describe
 from core.clean import SYSTEM_PROMPT, clean
@@ -40,19 +40,6 @@ _API_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 # What the reader builds (chat/imports/reader.py): only these keys, the rest read past.
 KEEP_MESSAGE = {"role": SCALAR, "content": ANY, "status": SCALAR, **KEEP_MESSAGE_HISTORY}
-_KEEP_NODE = {
-    "parent": SCALAR,
-    "children": ANY,
-    "message": {"author": {"role": SCALAR}, "content": {"parts": ANY}, "create_time": SCALAR},
-}
-KEEP_CONVERSATION = {
-    "title": SCALAR,
-    "current_node": SCALAR,
-    "mapping": {"*": _KEEP_NODE},
-    "create_time": SCALAR,
-    "update_time": SCALAR,
-}
-KEEP_TOP = {"title": SCALAR, "system_prompt": SCALAR, **KEEP_CONVERSATION, **KEEP_DATES}
 
 
 @dataclass
