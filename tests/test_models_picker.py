@@ -235,7 +235,7 @@ def test_a_models_list_parses_and_defaults_to_its_first_model():
     assert json.loads(result.stdout) == [
         "a",
         [
-            {"id": "a", "label": "Model A", "context": 1000},
-            {"id": "b", "label": "b", "context": None},
+            {"id": "a", "label": "Model A", "context": 1000, "thinking": False},
+            {"id": "b", "label": "b", "context": None, "thinking": False},
         ],
     ]

@@ -39,10 +39,10 @@ from core.errors import ActionError
 from providers import registry
 from providers.blocks import answered_ids, tool_uses
 from providers.tokens import MESSAGE_OVERHEAD, estimate_content, estimate_length
-from providers.values import Final, LLMError, Request, TextDelta, Usage
+from providers.values import Final, LLMError, Request, TextDelta, ThinkingDelta, Usage
 from tools import registry as tools
 from tools.values import Context
-from turns import compacting, liveness, titling, transitions
+from turns import compacting, liveness, thinking, titling, transitions
 from turns.relay import DeltaRelay
 from turns.tasks import eager, hold, show_recovered
 
@@ -163,13 +163,17 @@ async def _stream(turn: transitions.Turn, received: _Received, relay: DeltaRelay
         messages = window.messages + turn_messages(received.blocks)
         if file_blocks.names_files(messages):  # their bytes, read from storage
             messages = await db.run(file_blocks.for_request, messages, context.owner_id)
+        thinking_budget, max_tokens = thinking.limits(
+            model, turn.conversation.thinking_budget, budget.total - used
+        )
         request = Request(
             model=model,
             system=state.system,
             messages=messages,
-            max_tokens=max(1, min(settings.CHAT_MAX_TOKENS, budget.total - used)),
+            max_tokens=max_tokens,
             tools=box.definitions if box else (),
             cache_head=window.head if capabilities.supports_caching else None,
+            thinking_budget=thinking_budget,
         )
         final = await _step(client, request, turn, received, relay, used)
         received.spent = received.spent.plus(final.usage)
@@ -237,6 +241,10 @@ async def _step(
                         transitions.save_partial, turn.reply.pk, saved, received.runs
                     ):
                         raise _Stopped
+            elif isinstance(event, ThinkingDelta):  # shown folded; kept whole with the final
+                thought = scrubbed(event.text)
+                relay.think(thought)
+                chars += len(thought)
             elif isinstance(event, Final):
                 final = received.final = replace(event, content=scrubbed_blocks(event.content))
             # Tool calls arrive whole with the final message; their deltas are not shown.
