@@ -73,10 +73,11 @@ def thinking_reply(
     `redacted` data before it, if given), then says `chunks`, then asks for tools: one
     (id, name, input dict) per call, as FakeAnthropic.enqueue_tool_calls takes them."""
     tools = [{"id": i, "name": n, "input_parts": [json.dumps(a)]} for i, n, a in calls]
+    # Thinking is billed as output, as the API bills it: a token per chunk, like the text.
     script = Script(
         "reply",
         list(chunks),
-        usage_of(None, chunks),
+        usage_of({"output_tokens": len(chunks) + len(thinking)}, chunks),
         "tool_use" if tools else "end_turn",
         tools=tools,
         thinking=list(thinking),
