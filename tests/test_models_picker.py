@@ -192,7 +192,7 @@ async def test_the_same_long_conversation_auto_compacts_under_the_small_model_on
         ('[{"id": "a", "label": ""}]', '"label" must be text of 1-100 characters'),
         (
             '[{"id": "a", "contxt": 5}]',
-            "model 1 has unknown keys contxt (known: id, label, context)",
+            "model 1 has unknown keys contxt (known: id, label, context, thinking)",
         ),
     ],
 )

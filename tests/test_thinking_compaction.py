@@ -4,6 +4,8 @@ transcript a summariser reads, the rule-based brief), and the page still shows i
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from chat.models import Conversation, Message
@@ -54,3 +56,19 @@ def test_compaction_never_summarises_thinking():
     assert SECRET not in render_transcript(entries)
     brief = rule_based_summary(entries, None)
     assert "noon" in brief and SECRET not in brief and "0000" not in brief
+
+
+def test_an_export_keeps_thinking_and_its_import_keeps_it_too(client, alice, thought):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    client.force_login(alice)
+    exported = client.get(f"/conversations/{thought.pk}/export.json").content
+    assert json.loads(exported)["messages"][1]["content"] == REPLY
+    client.post("/conversations/import/", {"file": SimpleUploadedFile("x.json", exported)})
+    copy = Conversation.objects.exclude(pk=thought.pk).get(owner=alice)
+    assert Message.objects.get(conversation=copy, seq=2).content == REPLY
+    # Kept, and still never sent: the copy's window leaves it out as the original's does.
+    assert SECRET not in str(load_window(copy).window().messages)
+    markdown = client.get(f"/conversations/{thought.pk}/export.md")
+    markdown = b"".join(markdown.streaming_content).decode()
+    assert "noon" in markdown and SECRET not in markdown  # what was said, not what was thought
