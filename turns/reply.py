@@ -218,18 +218,22 @@ async def _make_room(turn: transitions.Turn, received: _Received) -> WindowState
 async def _step(
     client, request: Request, turn, received: _Received, relay: DeltaRelay, used: int
 ) -> Final:
-    """One model call: text to every tab as it comes, saved each second, with the window it
-    makes so far (`used` before it) estimated on the meter; its final message."""
+    """One model call: text (and thinking) to every tab as it comes, text saved each second,
+    with the window it makes so far (`used` before it) estimated on the meter; its final
+    message."""
     last_save, final = time.monotonic(), None
     last_meter, chars = time.monotonic(), 0
     before, budget = turn.state.tokens, turn.state.budget.total
     async with aclosing(client.stream(request)) as events:
         async for event in events:
-            if isinstance(event, TextDelta):
+            if isinstance(event, TextDelta | ThinkingDelta):
                 text = scrubbed(event.text)
-                received.parts.append(text)
-                await relay.add(text)
-                chars += len(text)
+                if isinstance(event, ThinkingDelta):  # shown folded; kept whole with the final
+                    relay.think(text)
+                else:
+                    received.parts.append(text)
+                    await relay.add(text)
+                chars += len(text)  # thinking is output too: the meter counts it
                 if time.monotonic() - last_meter >= METER_INTERVAL_S:
                     last_meter = time.monotonic()
                     tokens = used + MESSAGE_OVERHEAD + estimate_length(chars)
@@ -241,10 +245,6 @@ async def _step(
                         transitions.save_partial, turn.reply.pk, saved, received.runs
                     ):
                         raise _Stopped
-            elif isinstance(event, ThinkingDelta):  # shown folded; kept whole with the final
-                thought = scrubbed(event.text)
-                relay.think(thought)
-                chars += len(thought)
             elif isinstance(event, Final):
                 final = received.final = replace(event, content=scrubbed_blocks(event.content))
             # Tool calls arrive whole with the final message; their deltas are not shown.
