@@ -11,7 +11,7 @@ import pytest
 
 from chat.models import Message
 from support.messages_api import signature_of
-from support.scripts import thinking_reply
+from support.scripts import Script, thinking_reply
 from support.waiting import settle
 from tests.conftest import receive_until, shows, socket_for
 
@@ -115,3 +115,12 @@ async def test_a_conversation_without_thinking_asks_for_none(alice, thinker, fak
     fake_anthropic.enqueue_reply(["Hi."])
     await turn(alice, thinker, "Hi!", 2)
     assert "thinking" not in fake_anthropic.requests[0]
+
+
+async def test_a_whole_json_answer_keeps_its_thinking(alice, thinker, fake_anthropic):
+    # A gateway that answers the streaming request with one whole message (LiteLLM does).
+    fake_anthropic.push(Script("json", ["Hello."], thinking=THOUGHT))
+    frames = await turn(alice, thinker, "Hi!", 2)
+    reply = await Message.objects.aget(conversation=thinker, seq=2)
+    assert reply.content == [SIGNED, {"type": "text", "text": "Hello."}]
+    assert '<details class="thinking">' in frames[-1]
