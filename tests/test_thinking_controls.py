@@ -98,3 +98,20 @@ def test_a_thinking_declaration_that_is_not_true_or_false_stops_start_up():
     assert (
         """CHAT_MODELS: model 'a': "thinking" must be true or false, got 'yes'""" in result.stderr
     )
+
+
+@pytest.mark.parametrize(
+    ("chosen", "room", "expected"),
+    [
+        (2048, 100_000, (2048, 2048 + 4096)),  # the budget, and the answer's room beside it
+        (8000, 5000, (4999, 5000)),  # the window's room caps both, the budget under max_tokens
+        (2048, 1024, (None, 1024)),  # no room for the API's least: no thinking this request
+        (None, 100_000, (None, 4096)),  # switched off
+    ],
+)
+def test_each_request_thinks_within_its_windows_room(models, settings, chosen, room, expected):
+    from turns.thinking import limits
+
+    settings.CHAT_MAX_TOKENS = 4096
+    assert limits("thinker", chosen, room) == expected
+    assert limits("plain", chosen, room) == (None, min(4096, room))  # a model that never thinks
