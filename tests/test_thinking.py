@@ -124,3 +124,18 @@ async def test_a_whole_json_answer_keeps_its_thinking(alice, thinker, fake_anthr
     reply = await Message.objects.aget(conversation=thinker, seq=2)
     assert reply.content == [SIGNED, {"type": "text", "text": "Hello."}]
     assert '<details class="thinking">' in frames[-1]
+
+
+async def test_a_reply_cut_off_keeps_the_thinking_it_showed(alice, thinker, fake_anthropic):
+    fake_anthropic.push(Script("drop", ["Cut ", "off"], thinking=THOUGHT))
+    ws = socket_for(alice, thinker.pk)
+    await ws.connect()
+    await ws.send_to(text_data=json.dumps({"action": "send", "message": "Hi!"}))
+    frames = await receive_until(ws, shows(2, "error"), timeout=15)
+    await settle(thinker.pk)
+    await ws.disconnect()
+    reply = await Message.objects.aget(conversation=thinker, seq=2)
+    # Unsigned (the API never signed it): shown, and never sent, as no later turn sends thinking.
+    thinking = {"type": "thinking", "thinking": SIGNED["thinking"], "signature": ""}
+    assert reply.content == [thinking, {"type": "text", "text": "Cut off"}]
+    assert '<details class="thinking">' in frames[-1]

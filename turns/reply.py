@@ -63,6 +63,7 @@ class _Received:
 
     blocks: list[dict] = field(default_factory=list)
     parts: list[str] = field(default_factory=list)  # this step's text so far
+    thought: list[str] = field(default_factory=list)  # this step's thinking so far
     final: Final | None = None  # the last finished step
     spent: Usage = field(default_factory=Usage)  # every finished step's usage, summed
     runs: dict[str, dict] = field(default_factory=dict)  # tool_use id -> {"ms": …}
@@ -84,7 +85,11 @@ class _Received:
         return self.blocks + results + self._text()
 
     def _text(self) -> list[dict]:
-        return [{"type": "text", "text": self.text}] if self.parts else []
+        # A step cut short keeps the thinking it showed, unsigned: only a finished step's
+        # thinking is ever sent back, and earlier turns' never (turns/thinking.py).
+        thinking = {"type": "thinking", "thinking": "".join(self.thought), "signature": ""}
+        text = {"type": "text", "text": self.text}
+        return ([thinking] if self.thought else []) + ([text] if self.parts else [])
 
 
 class _Stopped(Exception):
@@ -178,7 +183,7 @@ async def _stream(turn: transitions.Turn, received: _Received, relay: DeltaRelay
         final = await _step(client, request, turn, received, relay, used)
         received.spent = received.spent.plus(final.usage)
         received.blocks += final.content
-        received.parts = []
+        received.parts, received.thought = [], []
         calls = tool_uses(final.content)
         if final.stop_reason != "tool_use" or not calls:
             return
@@ -229,6 +234,7 @@ async def _step(
             if isinstance(event, TextDelta | ThinkingDelta):
                 text = scrubbed(event.text)
                 if isinstance(event, ThinkingDelta):  # shown folded; kept whole with the final
+                    received.thought.append(text)
                     relay.think(text)
                 else:
                     received.parts.append(text)
