@@ -1,6 +1,7 @@
 """A conversation's compaction controls, as its settings form chooses them: when auto-compaction
 fires and how much the tail keeps verbatim (percentages of the budget, within the safe bounds of
 compaction/policy.py), and the model that writes its summaries (one of the configured models).
+The thinking switch and its budget (tokens) are offered for a model declared to think.
 Left empty, each is the environment's default (AUTO_COMPACT_AT, KEEP_TAIL_SHARE, SUMMARY_MODEL),
 stored as null so a change to the environment still moves it. What a person typed is read here,
 and a value out of bounds is refused with a sentence saying why, never stored.
@@ -18,22 +19,36 @@ from core.clean import scrubbed
 from core.errors import ActionError
 from providers import registry
 
+# Extended thinking's budget in tokens: the API's least, and a bound well above what a chat needs
+# (each request gives it no more than its window leaves, turns/thinking.py).
+THINKING_RANGE = (1024, 64_000)
+DEFAULT_THINKING_BUDGET = 4096
+
 
 @dataclass(frozen=True)
 class Controls:
     auto_compact_at: float | None  # a share of the budget; None: AUTO_COMPACT_AT
     keep_tail_share: float | None  # a share of the budget; None: KEEP_TAIL_SHARE
     summary_model: str  # one of the configured models; "": SUMMARY_MODEL, else the chat's own
+    thinking_budget: int | None = None  # extended thinking's tokens; None: off
 
 
-def read(auto_at: str | None, keep: str | None, summary_model: str | None) -> Controls:
-    """The controls a settings form sent (percentages, a model id; empty: the default), checked;
-    ActionError saying what is wrong otherwise."""
+def read(
+    auto_at: str | None,
+    keep: str | None,
+    summary_model: str | None,
+    *,
+    thinking: bool = False,
+    thinking_budget: str | None = None,
+) -> Controls:
+    """The controls a settings form sent (percentages, a model id; empty: the default; the
+    thinking switch and its budget), checked; ActionError saying what is wrong otherwise."""
     low, high = AUTO_AT_RANGE
     controls = Controls(
         _share(auto_at, "Compact at", f"{low:.0%} to {high:.0%}"),
         _share(keep, "Keep verbatim", f"at least {MIN_KEEP_SHARE:.0%}"),
         _model(summary_model),
+        _thinking_budget(thinking_budget) if thinking else None,
     )
     problem = shares_problem(
         controls.auto_compact_at,
@@ -58,6 +73,19 @@ def _share(raw: str | None, label: str, expected: str) -> float | None:
     if not math.isfinite(value):
         raise ActionError(f"{label} must be a percentage of the budget ({expected}).")
     return round(value / 100, 4)
+
+
+def _thinking_budget(raw: str | None) -> int:
+    """The thinking budget typed (tokens, "4,096" too); empty: the default."""
+    raw = (raw or "").strip().replace(",", "").replace("_", "")
+    if not raw:
+        return DEFAULT_THINKING_BUDGET
+    low, high = THINKING_RANGE
+    if not raw.isdigit() or not low <= int(raw) <= high:
+        raise ActionError(
+            f"The thinking budget must be a whole number of tokens from {low:,} to {high:,}."
+        )
+    return int(raw)
 
 
 def _model(raw: str | None) -> str:
@@ -97,10 +125,15 @@ class Form:
     summary_model: str
     summary_default: str  # the label of the model that writes them when none is chosen
     models: list[registry.ModelChoice]
+    thinks: bool  # its model may think (the switch is shown)
+    thinking: bool  # and is asked to
+    thinking_budget: int
     low: int = round(AUTO_AT_RANGE[0] * 100)
     high: int = round(AUTO_AT_RANGE[1] * 100)
     least_keep: int = round(MIN_KEEP_SHARE * 100)
     most_keep: int = round((AUTO_AT_RANGE[1] - KEEP_GAP) * 100)
+    least_thinking: int = THINKING_RANGE[0]
+    most_thinking: int = THINKING_RANGE[1]
 
 
 def form(conversation) -> Form:
@@ -113,6 +146,9 @@ def form(conversation) -> Form:
         summary_model=conversation.summary_model,
         summary_default=registry.model_info(registry.summary_model(conversation.model)).label,
         models=registry.available_models(),
+        thinks=registry.thinks(conversation.model),
+        thinking=conversation.thinking_budget is not None,
+        thinking_budget=conversation.thinking_budget or DEFAULT_THINKING_BUDGET,
     )
 
 

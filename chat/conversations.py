@@ -84,6 +84,10 @@ def update_settings(
     conversation.auto_compact_at = controls.auto_compact_at
     conversation.keep_tail_share = controls.keep_tail_share
     conversation.summary_model = controls.summary_model
+    # Kept only for a model that may think: the form shows the switch for no other.
+    conversation.thinking_budget = (
+        controls.thinking_budget if registry.thinks(conversation.model) else None
+    )
     conversation.save(
         update_fields=[
             "system_prompt",
@@ -91,6 +95,7 @@ def update_settings(
             "auto_compact_at",
             "keep_tail_share",
             "summary_model",
+            "thinking_budget",
             "updated_at",
         ]
     )

@@ -45,6 +45,13 @@ class Delta(NamedTuple):
     text: str
 
 
+class ThoughtDelta(NamedTuple):
+    """Thinking of a streaming reply (extended thinking), before its text."""
+
+    seq: int
+    text: str
+
+
 class MeterMoved(NamedTuple):
     """The window while a reply streams, estimated: `tokens` in all, `reply` of them the reply's
     so far. The reply's real figure (FiguresChanged) replaces it when it ends."""

@@ -107,6 +107,9 @@ class Conversation(UsageColumns):
     auto_compact_at = models.FloatField(null=True, blank=True)
     keep_tail_share = models.FloatField(null=True, blank=True)
     summary_model = models.CharField(max_length=100, blank=True)
+    # Extended thinking: the tokens its model may think with before each answer; null: off
+    # (only a model declared with "thinking" in CHAT_MODELS is asked, chat/controls.py).
+    thinking_budget = models.PositiveIntegerField(null=True, blank=True)
     # Dollars paid to models other than its own (summaries by another model), priced as each
     # call closes: its usage columns are priced at its own model, so another model's tokens
     # are not added to them. A model with no price adds nothing known.

@@ -19,6 +19,7 @@ from providers.blocks import (
     text_of,
     tool_results,
     type_of,
+    without_thinking,
 )
 
 # The summary re-enters the window as a user/assistant pair at the head of `messages`, so roles
@@ -112,9 +113,14 @@ def entry_messages(entry: Entry) -> list[dict]:
     whole turn, as the API's blocks in order: each run of tool_result blocks is the user message
     between two assistant steps, so it becomes one here, and every other run an assistant one."""
     # Not copied here: normalise() copies every block on the way in (_cleaned).
-    if entry.role != "assistant" or not entry.is_tool_result:
+    if entry.role != "assistant":
         return [{"role": entry.role, "content": entry.content}]
-    return turn_messages(entry.content)
+    # An earlier turn's thinking is not sent: the API strips it (only the turn in progress
+    # sends its own back, turns/reply.py); a reply left empty is dropped by normalise().
+    content = without_thinking(entry.content)
+    if not entry.is_tool_result:
+        return [{"role": entry.role, "content": content}]
+    return turn_messages(content)
 
 
 def turn_messages(blocks: Sequence[dict]) -> list[dict]:

@@ -108,14 +108,15 @@ def env_mcp_servers(name: str) -> dict[str, dict]:
     return servers
 
 
-MODEL_KEYS = {"id", "label", "context"}
+MODEL_KEYS = {"id", "label", "context", "thinking"}
 
 
 def env_models(name: str) -> list[dict]:
     """The models people may pick, as JSON: [{"id": "claude-sonnet-5", "label": "Claude Sonnet
     5", "context": 200000}, ...]. Only "id" is required; "label" defaults to the id and
     "context" (the window's budget in tokens) to CONTEXT_BUDGET_TOKENS or the provider's own
-    window. Returned normalised, in the order given (the picker's order)."""
+    window; "thinking": true offers extended thinking on it (default false). Returned
+    normalised, in the order given (the picker's order)."""
     raw = env_str(name).strip()
     if not raw:
         return []
@@ -134,7 +135,8 @@ def env_models(name: str) -> list[dict]:
         unknown = sorted(set(model) - MODEL_KEYS)
         if unknown:
             raise ImproperlyConfigured(
-                f"{where} has unknown keys {', '.join(unknown)} (known: id, label, context)"
+                f"{where} has unknown keys {', '.join(unknown)} "
+                "(known: id, label, context, thinking)"
             )
         model_id = model.get("id")
         # The id is stored on each conversation (a 100-character column).
@@ -153,5 +155,12 @@ def env_models(name: str) -> list[dict]:
             raise ImproperlyConfigured(
                 f'{where}: "context" must be a whole number of tokens, got {context!r}'
             )
-        parsed.append({"id": model_id, "label": label.strip(), "context": context})
+        thinking = model.get("thinking", False)
+        if not isinstance(thinking, bool):
+            raise ImproperlyConfigured(
+                f'{where}: "thinking" must be true or false, got {thinking!r}'
+            )
+        parsed.append(
+            {"id": model_id, "label": label.strip(), "context": context, "thinking": thinking}
+        )
     return parsed

@@ -25,7 +25,7 @@ import httpx2
 from anthropic import AsyncStream
 
 from core import runtime
-from providers.blocks import text_of, type_of, without_empty_text
+from providers.blocks import text_of, thinking_of, type_of, without_empty_text
 from providers.caching import with_breakpoints
 from providers.values import (
     Capabilities,
@@ -34,6 +34,7 @@ from providers.values import (
     LLMError,
     Request,
     TextDelta,
+    ThinkingDelta,
     ToolInputDelta,
     ToolUseStart,
     ToolUseStop,
@@ -137,6 +138,7 @@ class AnthropicClient:
                 system=system or anthropic.omit,
                 messages=messages,
                 tools=tools or anthropic.omit,
+                thinking=thinking_param(request.thinking_budget),
             )
             async with manager as sdk_stream:
                 response = sdk_stream.response
@@ -200,6 +202,13 @@ class AnthropicClient:
         return status_error(
             exc.status_code, _api_error_type(exc), _api_message(exc), model, self._where()
         )
+
+
+def thinking_param(budget: int | None):
+    """The request's `thinking` parameter: enabled with `budget` tokens, or left out."""
+    if budget is None:
+        return anthropic.omit
+    return {"type": "enabled", "budget_tokens": budget}
 
 
 def status_error(status: int, error_type: str, message: str, model: str, where: str) -> LLMError:
@@ -316,7 +325,17 @@ class _Reader:
             }
             self.tool_json[index] = []
             return [ToolUseStart(index, self.blocks[index]["id"], self.blocks[index]["name"])]
-        # Other kinds (thinking, server tools) are not kept.
+        elif kind == "thinking":
+            # Its reasoning streams as thinking_delta, its signature as signature_delta: both
+            # are kept as sent, since the API takes the block back only unchanged.
+            self.blocks[index] = {"type": "thinking", "thinking": "", "signature": ""}
+            thought = thinking_of(block)
+            if thought:
+                self.blocks[index]["thinking"] = thought
+                return [ThinkingDelta(thought)]
+        elif kind == "redacted_thinking":
+            self.blocks[index] = {"type": "redacted_thinking", "data": str(block.get("data") or "")}
+        # Other kinds (server tools) are not kept.
         return []
 
     def _delta(self, index: int, delta: dict) -> list[Event]:
@@ -327,6 +346,12 @@ class _Reader:
             if type_of(block) == "text" and text:
                 block["text"] += text
                 return [TextDelta(text)]
+        elif kind == "thinking_delta" and type_of(self.blocks.get(index)) == "thinking":
+            text = delta.get("thinking") or ""
+            self.blocks[index]["thinking"] += text
+            return [ThinkingDelta(text)] if text else []
+        elif kind == "signature_delta" and type_of(self.blocks.get(index)) == "thinking":
+            self.blocks[index]["signature"] += delta.get("signature") or ""
         elif kind == "input_json_delta" and index in self.tool_json:
             partial = delta.get("partial_json") or ""
             self.tool_json[index].append(partial)
@@ -377,6 +402,17 @@ def _events_of_message(body: Any, model: str) -> list[Event]:
         if text:
             content.append({"type": "text", "text": text})
             events.append(TextDelta(text))
+        elif type_of(block) == "thinking":
+            content.append(
+                {
+                    "type": "thinking",
+                    "thinking": thinking_of(block),
+                    "signature": str(block.get("signature") or ""),
+                }
+            )
+            events.append(ThinkingDelta(thinking_of(block)))
+        elif type_of(block) == "redacted_thinking":
+            content.append({"type": "redacted_thinking", "data": str(block.get("data") or "")})
         elif type_of(block) == "tool_use":
             tool = {
                 "type": "tool_use",

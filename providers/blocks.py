@@ -71,6 +71,29 @@ def answered_ids(content: Iterable | None) -> set:
     return {b.get("tool_use_id") for b in tool_results(content)}
 
 
+# Extended thinking: the model's reasoning before it answers, stored as the API sent it, with the
+# signature that lets it be sent back (the API refuses one altered):
+#     {"type": "thinking", "thinking": "…", "signature": "…"}
+#     {"type": "redacted_thinking", "data": "…"}  (encrypted: nothing to show)
+THINKING_TYPES = ("thinking", "redacted_thinking")
+
+
+def is_thinking(block: object) -> bool:
+    return type_of(block) in THINKING_TYPES
+
+
+def thinking_of(block: object) -> str:
+    """A thinking block's reasoning, as text; "" for any other block (a redacted one too)."""
+    return str(block.get("thinking") or "") if type_of(block) == "thinking" else ""
+
+
+def without_thinking(content: Iterable | None) -> list:
+    """`content` without its thinking blocks. The API needs a turn's thinking back only within
+    that turn (in its tool loop, signed and unchanged); from earlier turns it strips them, so a
+    request leaves them out: they cost nothing, and the prefix stays cacheable."""
+    return [b for b in content or () if not is_thinking(b)]
+
+
 def without_empty_text(content: Iterable | None) -> list:
     """`content` without its empty text blocks, which the API refuses."""
     return [b for b in content or () if type_of(b) != "text" or text_of(b)]
@@ -152,4 +175,6 @@ def block_text(block: dict, *, everything: bool = True) -> str:
     meta = file_of(block)
     if meta is not None:  # its bytes are not text; the search index reads its upload's text
         return f"[{file_label(meta)}]" if everything else ""
+    if kind == "thinking":  # what it weighs is its reasoning, not its signature
+        return thinking_of(block) if everything else ""
     return json.dumps(block, sort_keys=True) if everything else ""

@@ -71,6 +71,13 @@ def context_budget(model: str) -> int:
     return settings.CONTEXT_BUDGET_TOKENS or capabilities(model).context_window
 
 
+def thinks(model: str) -> bool:
+    """Whether `model` may be asked to think before it answers (extended thinking): declared
+    so in CHAT_MODELS ("thinking": true), never offline."""
+    listed = _listed(model)
+    return bool(listed and listed.get("thinking")) and not _offline()
+
+
 def model_info(model: str, *, default: bool = False) -> ModelChoice:
     """Any model's label and budget: one no longer configured (an old conversation's) is
     shown by its id."""

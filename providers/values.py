@@ -26,6 +26,9 @@ class Request:
     # compaction (the summary pair: 2, or 0), and whether the latest message is one too.
     cache_head: int | None = None
     cache_latest: bool = True
+    # Extended thinking: the tokens the model may think with before it answers (at least 1024,
+    # under max_tokens); None asks for none.
+    thinking_budget: int | None = None
 
 
 @dataclass(frozen=True)
@@ -124,6 +127,13 @@ class TextDelta:
 
 
 @dataclass(frozen=True)
+class ThinkingDelta:
+    """Some of the model's thinking (extended thinking), before its answer."""
+
+    text: str
+
+
+@dataclass(frozen=True)
 class ToolUseStart:
     index: int
     id: str
@@ -158,7 +168,7 @@ class Final:
         return texts(self.content, sep="")
 
 
-Event = TextDelta | ToolUseStart | ToolInputDelta | ToolUseStop | Final
+Event = TextDelta | ThinkingDelta | ToolUseStart | ToolInputDelta | ToolUseStop | Final
 
 
 class LLMError(Exception):

@@ -27,7 +27,9 @@ from providers.blocks import (
     file_label,
     file_of,
     file_tokens,
+    is_thinking,
     text_of,
+    thinking_of,
     tool_results,
     type_of,
 )
@@ -172,7 +174,11 @@ def _text(m: Message) -> str:
     if m.status != Message.Status.STREAMING:
         return shown
     done = shown if m.content else ""
-    return f'{done}<div class="text streaming" id="msg-{m.seq}-text"></div>{_TYPING}'
+    return (
+        f'{done}<details class="thinking streaming-thinking" id="msg-{m.seq}-thinking-box">'
+        f'<summary>Thinking…</summary><div class="thinking-text" id="msg-{m.seq}-thinking">'
+        f'</div></details><div class="text streaming" id="msg-{m.seq}-text"></div>{_TYPING}'
+    )
 
 
 def text_html(message, role: str | None = None) -> SafeString:
@@ -223,9 +229,28 @@ def blocks(message, role: str | None = None) -> SafeString:
                 parts.append(_tool_call(None, block, runs, status))
         elif (meta := file_of(block)) is not None:
             parts.append(_file(meta))
+        elif is_thinking(block):
+            parts.append(_thinking(block))
         else:
             parts.append(format_html('<pre class="tool">{}</pre>', block_text(block)))
     return mark_safe("".join(parts))  # noqa: S308 - each part is escaped or sanitised above
+
+
+def _thinking(block: dict) -> SafeString:
+    """The model's thinking (extended thinking), folded above what it said: its reasoning as
+    markdown (sanitised as any model output), never its signature; a redacted block says so."""
+    thought = thinking_of(block)
+    if type_of(block) == "redacted_thinking" or not thought:
+        return mark_safe(
+            '<details class="thinking redacted"><summary>Thinking</summary><p class="hint">'
+            "Some of the model's thinking was encrypted by the provider: the model gets it "
+            "back, nobody can read it.</p></details>"
+        )
+    return format_html(
+        '<details class="thinking"><summary>Thinking</summary><div class="thinking-text">'
+        "{}</div></details>",
+        mark_safe(render_markdown(thought)),  # noqa: S308 - sanitised by render_markdown
+    )
 
 
 def _file_url(pk: object) -> str:

@@ -75,6 +75,11 @@ def delta(seq: int, text: str) -> str:
     return f'<span hx-swap-oob="beforeend:#msg-{seq}-text">{escape(text)}</span>'
 
 
+def thought(seq: int, text: str) -> str:
+    """Thinking goes into the reply's folded thinking block (shown once it holds some)."""
+    return f'<span hx-swap-oob="beforeend:#msg-{seq}-thinking">{escape(text)}</span>'
+
+
 def missed() -> str:
     """To a tab whose frames may have been lost (Redis restarted under it): fetch the
     transcript and panel again (chat.js)."""
@@ -143,6 +148,7 @@ _RENDERERS = {
     events.MessageChanged: lambda e: replaced_message(e.message, e.versions),
     events.ReplyStarted: lambda e: started(e.reply, e.versions),
     events.Delta: lambda e: delta(e.seq, e.text),
+    events.ThoughtDelta: lambda e: thought(e.seq, e.text),
     events.MeterMoved: lambda e: meter.live_html(e.tokens, e.reply, e.budget),
     events.FiguresChanged: lambda e: figures(e.panel),
     events.Renamed: lambda e: title(e.conversation),

@@ -36,7 +36,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from support.messages_api import CacheRuleError, PromptCache, invalid_request
+from support.messages_api import CacheRuleError, PromptCache, invalid_request, invalid_thinking
 from support.scripts import (
     DEFAULT_CHUNKS,
     SameReply,
@@ -45,6 +45,7 @@ from support.scripts import (
     message_json,
     reply,
     standalone_chunks,
+    thinking_events,
     usage_of,
 )
 
@@ -75,7 +76,7 @@ class Handler(BaseHTTPRequestHandler):
         if self.path.split("?")[0].rstrip("/") != "/v1/messages":
             self.send_json(404, error_body("not_found_error", f"no route for {self.path}"))
             return
-        problem = invalid_request(body)
+        problem = invalid_request(body) or invalid_thinking(body, fake.issued)
         if problem:
             # As the real API does: a request breaking the rules is refused, never answered.
             fake.refuse(body, problem)
@@ -88,6 +89,7 @@ class Handler(BaseHTTPRequestHandler):
             self.send_json(400, error_body("invalid_request_error", str(exc)))
             return
         script = fake.take(body, dict(self.headers.items()))
+        fake.issue(script)
         if fake.cache is not None:
             fake.counts.append(counted)
         if script.counted:
@@ -144,15 +146,18 @@ class Handler(BaseHTTPRequestHandler):
                 "cache_creation_input_tokens": usage.get("cache_creation_input_tokens", 0),
             }
         self.event("message_start", {"type": "message_start", "message": message})
+        self.event("ping", {"type": "ping"})
+        for data in thinking_events(script):  # thinking first, its blocks from index 0
+            self.event(data["type"], data)
+        text_index = len(script.thinking_blocks())
         self.event(
             "content_block_start",
             {
                 "type": "content_block_start",
-                "index": 0,
+                "index": text_index,
                 "content_block": {"type": "text", "text": ""},
             },
         )
-        self.event("ping", {"type": "ping"})
         for i, chunk in enumerate(script.chunks):
             if i and script.delay:
                 time.sleep(script.delay)
@@ -160,7 +165,7 @@ class Handler(BaseHTTPRequestHandler):
                 "content_block_delta",
                 {
                     "type": "content_block_delta",
-                    "index": 0,
+                    "index": text_index,
                     "delta": {"type": "text_delta", "text": chunk},
                 },
             )
@@ -174,8 +179,8 @@ class Handler(BaseHTTPRequestHandler):
             self.event("error", error_body(script.error_type, script.message))
             self.end_chunks()
             return
-        self.event("content_block_stop", {"type": "content_block_stop", "index": 0})
-        for index, tool in enumerate(script.tools, start=1):
+        self.event("content_block_stop", {"type": "content_block_stop", "index": text_index})
+        for index, tool in enumerate(script.tools, start=text_index + 1):
             self.tool_block(index, tool)
         delta = {
             "type": "message_delta",
@@ -291,6 +296,7 @@ class FakeAnthropic:
         self.requests: list[dict] = []  # JSON bodies of POST /v1/messages, in arrival order
         self.headers: list[dict[str, str]] = []  # their headers, same order
         self.invalid: list[str] = []  # requests refused with 400, and why
+        self.issued: dict[str, list[dict]] = {}  # tool_use id -> the thinking sent with it
         self.cache = PromptCache() if cache else None
         self.counts: list[dict] = []  # each request's input: plain, read from cache, written
         self._server: Listener | None = None
@@ -358,6 +364,12 @@ class FakeAnthropic:
         self.invalid.append(reason)
         if hasattr(self.planner, "refused"):
             self.planner.refused(body, reason)
+
+    def issue(self, script: Script) -> None:
+        """Note the thinking an answer carries with its tool calls: the next step must send it
+        back unchanged (support/messages_api.invalid_thinking)."""
+        with self._lock:
+            self.issued.update({tool["id"]: script.thinking_blocks() for tool in script.tools})
 
     def truncated(self, received: int, length: int) -> None:
         """A request that never arrived whole (its sender died): told to the planner."""

@@ -65,6 +65,76 @@ def invalid_request(body: dict) -> str:
 IMAGE_TYPES = ("image/png", "image/jpeg", "image/gif", "image/webp")
 
 
+# --- extended thinking ----------------------------------------------------------------------------
+
+MIN_THINKING_BUDGET = 1024
+# The fake's own key: a thinking block's signature is its reasoning's digest under it, so a
+# block sent back altered (or with another's signature) is caught, as the API catches it.
+_SIGNING_KEY = b"fake-anthropic-thinking"
+
+
+def signature_of(thinking: str) -> str:
+    digest = hashlib.sha256(_SIGNING_KEY + thinking.encode()).digest()
+    return base64.b64encode(digest).decode()
+
+
+def invalid_thinking(body: dict, issued: dict[str, list[dict]]) -> str:
+    """What the API would refuse about extended thinking in this request, or "": its parameter
+    (enabled, a budget of at least 1024 under max_tokens, no temperature or top_k beside it), a
+    thinking block altered or signed by nobody, and, in a turn's tool loop, the thinking that
+    came with the calls being answered missing or changed. `issued`: the thinking blocks this
+    server sent with each tool_use id. (Thinking from earlier turns may be sent or left out:
+    the API strips it.)"""
+    thinking = body.get("thinking")
+    if thinking is not None:
+        budget = thinking.get("budget_tokens") if isinstance(thinking, dict) else None
+        if not isinstance(thinking, dict) or thinking.get("type") != "enabled":
+            return "thinking: type must be 'enabled' (with budget_tokens) or the field left out"
+        if not isinstance(budget, int) or budget < MIN_THINKING_BUDGET:
+            return f"thinking.budget_tokens: Input should be >= {MIN_THINKING_BUDGET}"
+        if budget >= int(body.get("max_tokens") or 0):
+            return "`max_tokens` must be greater than `thinking.budget_tokens`"
+        for knob in ("temperature", "top_k"):
+            if knob in body and not (knob == "temperature" and body[knob] == 1):
+                return f"`{knob}` may only be set to 1 when thinking is enabled"
+    messages = body.get("messages") or []
+    for i, message in enumerate(messages):
+        for block in message_blocks(message):
+            if block.get("type") == "thinking" and block.get("signature") != signature_of(
+                str(block.get("thinking", ""))
+            ):
+                return f"messages.{i}: Invalid `signature` in `thinking` block"
+            if block.get("type") == "redacted_thinking" and not block.get("data"):
+                return f"messages.{i}: redacted_thinking.data: Field required"
+    # The tool loop: the calls the last user message answers came with thinking; the assistant
+    # message holding them must carry it back first, whole and unchanged.
+    if len(messages) >= 2 and messages[-1].get("role") == "user":
+        answered = [
+            b.get("tool_use_id")
+            for b in message_blocks(messages[-1])
+            if b.get("type") == "tool_result"
+        ]
+        before = message_blocks(messages[-2])
+        sent = next((issued[a] for a in answered if a in issued), [])
+        if sent and [b for b in before if b.get("type") in THINKING] != sent:
+            return (
+                f"messages.{len(messages) - 2}: the thinking blocks that came with these "
+                "tool_use blocks must be passed back unchanged"
+            )
+        if thinking is not None and answered and before:
+            first = before[0].get("type")
+            if first not in THINKING:
+                return (
+                    f"messages.{len(messages) - 2}.content.0.type: Expected `thinking` or "
+                    f"`redacted_thinking`, but found `{first}`. When `thinking` is enabled, a "
+                    "final `assistant` message must start with a thinking block"
+                )
+    return ""
+
+
+THINKING = ("thinking", "redacted_thinking")
+
+
 def invalid_file(block: dict) -> str:
     """What the API would refuse in an image or document block, or "": a source of base64
     (an image of its four types, a PDF) or, for a document, plain text; nothing else in it."""

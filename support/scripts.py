@@ -9,6 +9,7 @@ Without a planner, the server answers from the queue its `enqueue_*` methods fil
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 DEFAULT_CHUNKS = ["Hello", " from", " the", " fake", " server."]
@@ -31,6 +32,59 @@ class Script:
     # No usage scripted: report the request's own count, cache reads and writes included.
     counted: bool = False
     first_delay: float = 0.0  # seconds between the stream's start and its first text delta
+    # Extended thinking before the text: its reasoning as thinking_delta chunks (signed by the
+    # server, support/messages_api.signature_of), and a redacted_thinking block's data.
+    thinking: list[str] = field(default_factory=list)
+    redacted: str = ""
+
+    def thinking_blocks(self) -> list[dict]:
+        """The thinking blocks this answer starts with, as the API sends them whole."""
+        from support.messages_api import signature_of
+
+        blocks = [{"type": "redacted_thinking", "data": self.redacted}] if self.redacted else []
+        if self.thinking:
+            thought = "".join(self.thinking)
+            blocks.append(
+                {"type": "thinking", "thinking": thought, "signature": signature_of(thought)}
+            )
+        return blocks
+
+
+def thinking_events(script: Script) -> list[dict]:
+    """The server-sent events of a script's thinking blocks, from index 0: a thinking block
+    starts empty, its reasoning comes as thinking_delta and its signature as one
+    signature_delta; a redacted one comes whole."""
+    events = []
+    for index, block in enumerate(script.thinking_blocks()):
+        start = {**block, "thinking": "", "signature": ""} if "thinking" in block else block
+        events.append({"type": "content_block_start", "index": index, "content_block": start})
+        if "thinking" in block:
+            deltas = [{"type": "thinking_delta", "thinking": c} for c in script.thinking]
+            deltas.append({"type": "signature_delta", "signature": block["signature"]})
+            events += [{"type": "content_block_delta", "index": index, "delta": d} for d in deltas]
+        events.append({"type": "content_block_stop", "index": index})
+    return events
+
+
+def thinking_reply(
+    thinking: list[str], chunks: list[str], *, calls: list[tuple] = (), redacted: str = ""
+) -> Script:
+    """A streamed reply that thinks first (`thinking` chunks, signed; a redacted block with
+    `redacted` data before it, if given), then says `chunks`, then asks for tools: one
+    (id, name, input dict) per call, as FakeAnthropic.enqueue_tool_calls takes them."""
+    tools = [{"id": i, "name": n, "input_parts": [json.dumps(a)]} for i, n, a in calls]
+    # Thinking is billed as output, as the API bills it: a token per chunk, like the text.
+    script = Script(
+        "reply",
+        list(chunks),
+        usage_of({"output_tokens": len(chunks) + len(thinking)}, chunks),
+        "tool_use" if tools else "end_turn",
+        tools=tools,
+        thinking=list(thinking),
+        redacted=redacted,
+    )
+    script.counted = True
+    return script
 
 
 def usage_of(usage: dict[str, int] | None, chunks: list[str]) -> dict[str, int]:
@@ -59,7 +113,7 @@ def message_json(script: Script, model: str) -> dict:
         "type": "message",
         "role": "assistant",
         "model": model,
-        "content": [{"type": "text", "text": "".join(script.chunks)}],
+        "content": [*script.thinking_blocks(), {"type": "text", "text": "".join(script.chunks)}],
         "stop_reason": script.stop_reason,
         "stop_sequence": None,
         "usage": {

@@ -179,3 +179,21 @@ async def test_the_meter_rides_with_the_next_frame_of_text_newest_only(frames):
     assert 'id="meter-reply"' in frames.sent[1] and 'width="2.7%"' in frames.sent[1]
     await relay.close()
     assert "meter-reply" not in frames.sent[0]
+
+
+async def test_thinking_gathers_into_one_frame_before_the_text_that_follows_it(frames):
+    relay = DeltaRelay(7, 2, 0.01, [Shown(BUBBLE)], send=frames.send)
+    for i in range(300):
+        relay.think(f"t{i} ")
+    relay.meter(MeterMoved(900, 890, 5000))
+    await frames.until(1)
+    (first,) = frames.sent
+    # The bubble first, then its thinking box's share, once: not a frame per delta.
+    assert first.startswith(BUBBLE)
+    assert first.count('hx-swap-oob="beforeend:#msg-2-thinking"') == 1
+    assert "t0 t1 " in first and "t299 " in first
+    assert "900" in first  # the meter moves while the model thinks
+    await relay.add("Answer")
+    await relay.close()
+    assert 'beforeend:#msg-2-text">Answer' in frames.sent[-1]
+    assert "#msg-2-thinking" not in frames.sent[-1]

@@ -81,7 +81,7 @@ STORED = [
         text("[a 'mystery' block, not imported]"),
     ],
     [
-        text("[a 'thinking' block, not imported]"),
+        {"type": "thinking", "thinking": "hm", "signature": "sig"},
         text("Searching."),
         {"type": "tool_use", "id": "toolu_a", "name": "search", "input": {"q": "a"}},
         {"type": "tool_result", "tool_use_id": "toolu_a", "content": "found a"},

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 
-from chat.events import Delta, MeterMoved
+from chat.events import Delta, MeterMoved, ThoughtDelta
 from core import outbox
 
 
@@ -44,6 +44,7 @@ class DeltaRelay:
         self._loop = asyncio.get_running_loop()
         self._preface = tuple(preface)
         self._pending: list[str] = []
+        self._thinking: list[str] = []  # thinking (extended thinking) not sent yet
         self._meter: MeterMoved | None = None  # the window's estimate, for the next frame
         self._timer: asyncio.Handle | None = None  # the next frame, when one is due
         self._text_came = False  # the reply's first text has come
@@ -65,6 +66,14 @@ class DeltaRelay:
         elif self._timer is None and self._sending is None:
             self._schedule()
 
+    def think(self, text: str) -> None:
+        """Relay thinking: it goes with the next frame, before that frame's text."""
+        if not text or self._closed:
+            return
+        self._thinking.append(text)
+        if self._timer is None and self._sending is None:
+            self._schedule()
+
     def meter(self, moved: MeterMoved) -> None:
         """The window's estimate goes with the next frame of text (the newest one only)."""
         self._meter = moved
@@ -76,7 +85,7 @@ class DeltaRelay:
         self._closed = True
         self._cancel_timer()
         await self._frame_out()
-        if send_pending and self._pending:
+        if send_pending and (self._pending or self._thinking):
             self._send()
             await self._frame_out()
         preface, self._preface = self._preface, ()
@@ -88,6 +97,7 @@ class DeltaRelay:
         preface = await self.close(send_pending=False)
         await self._out(self.conversation_id, *preface, *events)
         self._pending.clear()
+        self._thinking.clear()
         self._closed = False
 
     async def _send_first(self) -> None:
@@ -128,10 +138,14 @@ class DeltaRelay:
     def _send(self) -> None:
         """What has gathered (and the bubble, if no frame carried it yet) as one frame."""
         text, self._pending = "".join(self._pending), []
+        thought, self._thinking = "".join(self._thinking), []
         events, self._preface = list(self._preface), ()
+        if thought:
+            events.append(ThoughtDelta(self.seq, thought))
         if text:
-            self._last_sent = self._loop.time()
             events.append(Delta(self.seq, text))
+        if thought or text:
+            self._last_sent = self._loop.time()
             if self._meter is not None:
                 events.append(self._meter)
                 self._meter = None
@@ -148,5 +162,5 @@ class DeltaRelay:
         if sending is not self._sending:
             return  # the first text went out after it without waiting for this callback
         self._sending = None
-        if self._pending and not self._closed:
+        if (self._pending or self._thinking) and not self._closed:
             self._schedule()

@@ -39,10 +39,10 @@ from core.errors import ActionError
 from providers import registry
 from providers.blocks import answered_ids, tool_uses
 from providers.tokens import MESSAGE_OVERHEAD, estimate_content, estimate_length
-from providers.values import Final, LLMError, Request, TextDelta, Usage
+from providers.values import Final, LLMError, Request, TextDelta, ThinkingDelta, Usage
 from tools import registry as tools
 from tools.values import Context
-from turns import compacting, liveness, titling, transitions
+from turns import compacting, liveness, thinking, titling, transitions
 from turns.relay import DeltaRelay
 from turns.tasks import eager, hold, show_recovered
 
@@ -63,6 +63,7 @@ class _Received:
 
     blocks: list[dict] = field(default_factory=list)
     parts: list[str] = field(default_factory=list)  # this step's text so far
+    thought: list[str] = field(default_factory=list)  # this step's thinking so far
     final: Final | None = None  # the last finished step
     spent: Usage = field(default_factory=Usage)  # every finished step's usage, summed
     runs: dict[str, dict] = field(default_factory=dict)  # tool_use id -> {"ms": …}
@@ -84,7 +85,11 @@ class _Received:
         return self.blocks + results + self._text()
 
     def _text(self) -> list[dict]:
-        return [{"type": "text", "text": self.text}] if self.parts else []
+        # A step cut short keeps the thinking it showed, unsigned: only a finished step's
+        # thinking is ever sent back, and earlier turns' never (turns/thinking.py).
+        thinking = {"type": "thinking", "thinking": "".join(self.thought), "signature": ""}
+        text = {"type": "text", "text": self.text}
+        return ([thinking] if self.thought else []) + ([text] if self.parts else [])
 
 
 class _Stopped(Exception):
@@ -163,18 +168,22 @@ async def _stream(turn: transitions.Turn, received: _Received, relay: DeltaRelay
         messages = window.messages + turn_messages(received.blocks)
         if file_blocks.names_files(messages):  # their bytes, read from storage
             messages = await db.run(file_blocks.for_request, messages, context.owner_id)
+        thinking_budget, max_tokens = thinking.limits(
+            model, turn.conversation.thinking_budget, budget.total - used
+        )
         request = Request(
             model=model,
             system=state.system,
             messages=messages,
-            max_tokens=max(1, min(settings.CHAT_MAX_TOKENS, budget.total - used)),
+            max_tokens=max_tokens,
             tools=box.definitions if box else (),
             cache_head=window.head if capabilities.supports_caching else None,
+            thinking_budget=thinking_budget,
         )
         final = await _step(client, request, turn, received, relay, used)
         received.spent = received.spent.plus(final.usage)
         received.blocks += final.content
-        received.parts = []
+        received.parts, received.thought = [], []
         calls = tool_uses(final.content)
         if final.stop_reason != "tool_use" or not calls:
             return
@@ -214,18 +223,23 @@ async def _make_room(turn: transitions.Turn, received: _Received) -> WindowState
 async def _step(
     client, request: Request, turn, received: _Received, relay: DeltaRelay, used: int
 ) -> Final:
-    """One model call: text to every tab as it comes, saved each second, with the window it
-    makes so far (`used` before it) estimated on the meter; its final message."""
+    """One model call: text (and thinking) to every tab as it comes, text saved each second,
+    with the window it makes so far (`used` before it) estimated on the meter; its final
+    message."""
     last_save, final = time.monotonic(), None
     last_meter, chars = time.monotonic(), 0
     before, budget = turn.state.tokens, turn.state.budget.total
     async with aclosing(client.stream(request)) as events:
         async for event in events:
-            if isinstance(event, TextDelta):
+            if isinstance(event, TextDelta | ThinkingDelta):
                 text = scrubbed(event.text)
-                received.parts.append(text)
-                await relay.add(text)
-                chars += len(text)
+                if isinstance(event, ThinkingDelta):  # shown folded; kept whole with the final
+                    received.thought.append(text)
+                    relay.think(text)
+                else:
+                    received.parts.append(text)
+                    await relay.add(text)
+                chars += len(text)  # thinking is output too: the meter counts it
                 if time.monotonic() - last_meter >= METER_INTERVAL_S:
                     last_meter = time.monotonic()
                     tokens = used + MESSAGE_OVERHEAD + estimate_length(chars)

@@ -8,8 +8,9 @@ message or, as this app stores a turn with tools (one reply row holding its step
 assistant message after its call; files, as images and documents holding their bytes or text
 (chat/imports/files.py: stored as uploads by the importer). An image from a URL is not
 imported, nor a block of any other type: each becomes a text block saying what it was ("[an
-image from a URL, not imported]"). Orphaned tool calls and results are kept as written; the
-window drops them from every request (compaction/assembly.py).
+image from a URL, not imported]"); a reply's thinking is kept as exported (shown folded, never
+sent again). Orphaned tool calls and results are kept as written; the window drops them from
+every request (compaction/assembly.py).
 
 Titles and text are checked as typed text is (core/clean.py): no NUL, no lone surrogate. What a
 message says of its place among versions, its pin, dates and figures, and an export's
@@ -30,7 +31,7 @@ from chat.imports.history import text as _text
 from chat.imports.reader import ANY, SCALAR, describe
 from core.clean import SYSTEM_PROMPT, clean
 from core.errors import ActionError
-from providers.blocks import FILE_TYPES, type_of
+from providers.blocks import FILE_TYPES, THINKING_TYPES, type_of
 
 KEPT_STATUSES = {"complete", "error", "interrupted", "cancelled"}
 ROLES = ("user", "assistant")
@@ -106,6 +107,8 @@ def _block(raw, where: str, role: str, calls: Calls, asked: set, answered: set) 
         return _tool_use(raw, where, role, calls, asked)
     if kind == "tool_result":
         return _tool_result(raw, where, role, asked, answered)
+    if kind in THINKING_TYPES and role == "assistant":
+        return _thinking(raw, where)
     if role != "user" and type_of(raw) in FILE_TYPES:
         # The API takes files from the user (and in tool results), never in a reply's own words.
         return not_imported(f"a file in an {role} message")
@@ -122,6 +125,18 @@ def _other(raw: dict, where: str) -> dict:
         url = type_of(raw.get("source")) == "url"
         return not_imported("an image from a URL" if url else "an image")
     return not_imported(f"a {_shown(kind)} block")
+
+
+def _thinking(raw: dict, where: str) -> dict:
+    """A reply's thinking, kept as an export holds it (shown folded; never sent again: the window
+    leaves earlier turns' thinking out, so a signature no model made is never checked)."""
+    if type_of(raw) == "redacted_thinking":
+        return {"type": "redacted_thinking", "data": _text(raw.get("data"), f"the data of {where}")}
+    return {
+        "type": "thinking",
+        "thinking": _text(raw.get("thinking"), f"the thinking of {where}"),
+        "signature": _text(raw.get("signature", ""), f"the signature of {where}"),
+    }
 
 
 def _tool_use(raw: dict, where: str, role: str, calls: Calls, asked: set) -> dict:

@@ -161,6 +161,8 @@ def conversation_settings(request: HttpRequest, conversation_id: int) -> HttpRes
                 request.POST.get("auto_compact_at"),
                 request.POST.get("keep_tail_share"),
                 request.POST.get("summary_model"),
+                thinking=request.POST.get("thinking") == "on",
+                thinking_budget=request.POST.get("thinking_budget"),
             ),
         )
 
