@@ -25,7 +25,6 @@ messages are never all built at once.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from datetime import datetime
 from typing import NamedTuple
 
 from chat.imports.history import Said, epoch
@@ -36,11 +35,14 @@ from core.errors import ActionError
 
 
 class Node(NamedTuple):
-    """One node of the tree, checked and compact: a 200,000-node tree holds as many."""
+    """One node of the tree, checked and compact: a 200,000-node tree holds as many, so its
+    message is flat in it and its date the file's number (made a date when it is walked)."""
 
     parent: str | None
     children: tuple[str, ...]
-    message: tuple[str, str, datetime | None] | None  # role, text, written; None: read past
+    role: str | None  # None: no message, or one read past
+    text: str = ""
+    written: float | None = None  # seconds since 1970, checked
 
 
 def compactor():
@@ -57,7 +59,7 @@ def compactor():
             return key, raw
         parent = None if node.parent is None else ids.setdefault(node.parent, node.parent)
         children = tuple(ids.setdefault(c, c) for c in node.children)
-        return key, Node(parent, children, node.message)
+        return key, node._replace(parent=parent, children=children)
 
     return compact
 
@@ -115,7 +117,7 @@ def _node(raw, at: str) -> Node:
         isinstance(children, list) and all(isinstance(c, str) for c in children)
     ):
         raise ActionError(f"The children of {at} must be a list of node ids.")
-    return Node(parent, tuple(children or ()), _message(raw, at))
+    return Node(parent, tuple(children or ()), *_message(raw, at))
 
 
 def _checked_links(mapping: dict[str, Node], where: str) -> list[str]:
@@ -156,12 +158,12 @@ def _walk(
         key, above = waiting.pop()
         visited += 1
         node = mapping[key]
-        if node.message is not None:
-            role, text, written = node.message
+        if node.role is not None:
             made += 1
+            written = epoch(node.written, "a create_time")  # checked when read
             yield Said(
-                role,
-                [{"type": "text", "text": text}],
+                node.role,
+                [{"type": "text", "text": node.text}],
                 parent=above,
                 created_at=written or imported.created_at,
             )
@@ -203,12 +205,12 @@ def _unreached(mapping: dict[str, Node], roots: list[str], where: str) -> str:
     )
 
 
-def _message(node: dict, at: str) -> tuple[str, str, datetime | None] | None:
-    """The node's message as (role, text, written), or None for one read past (none, not the
-    user's or the assistant's, or no text)."""
+def _message(node: dict, at: str) -> tuple[str | None, str, float | None]:
+    """The node's message as (role, text, written), or a role of None for one read past (none,
+    not the user's or the assistant's, or no text)."""
     message = node.get("message")
     if message is None:
-        return None
+        return None, "", None
     if not isinstance(message, dict):
         raise ActionError(f"The message of {at} is {describe(message)}; it must be an object.")
     author = optional(message.get("author"), dict, f"The author of {at} is", "it must be an object")
@@ -222,9 +224,10 @@ def _message(node: dict, at: str) -> tuple[str, str, datetime | None] | None:
         if not isinstance(part, str | dict):  # text, or an attachment (an image) left out
             raise ActionError(f"Part {i} of {at} is {describe(part)}; it must be text.")
     text = "\n".join(p for p in parts or [] if isinstance(p, str)).strip()
-    written = epoch(message.get("create_time"), f"the create_time of {at}")
+    written = message.get("create_time")
+    epoch(written, f"the create_time of {at}")
     if role not in ROLES or not text:
-        return None
+        return None, "", None
     return next(r for r in ROLES if r == role), _text(text, f"the text of {at}"), written
 
 
