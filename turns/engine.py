@@ -28,7 +28,7 @@ from compaction import boundaries
 from core import channel_layer, db, outbox, runtime
 from providers.values import LLMError
 from tools import mcp
-from turns import claiming, compacting, liveness, places, recovery, reply, transitions
+from turns import active_users, claiming, compacting, liveness, places, recovery, reply, transitions
 from turns.tasks import eager, follow, hold, show_recovered
 
 log = logging.getLogger(__name__)
@@ -121,6 +121,7 @@ async def _background() -> None:
             await liveness.beat()
             await sweep()
             await check_layer()
+            await active_users.check_sockets()
             await liveness.forget_idle()
         except Exception:
             log.exception("heartbeat or sweep failed; trying again")
