@@ -61,3 +61,25 @@ def test_other_users_replies_do_not_count(alice, bob, conversation):
     streaming_reply(bob)
     queued_message(conversation)
     assert isinstance(claim_next(conversation.pk).step, transitions.Turn)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("channel_layer")
+async def test_the_waiting_line_shows_and_goes_when_the_message_is_taken_back(alice, conversation):
+    from asgiref.sync import sync_to_async
+
+    from tests.conftest import socket_for
+    from turns import engine
+
+    await sync_to_async(streaming_reply)(alice)
+    await sync_to_async(queued_message)(conversation)
+    ws = socket_for(alice, conversation.pk)
+    assert (await ws.connect())[0]
+    engine.kick(conversation.pk)  # as the sweep does
+    waiting = await ws.receive_from(timeout=3)
+    assert 'id="progress"' in waiting and "Waiting: 1 of your replies" in waiting
+
+    await ws.send_json_to({"action": "cancel", "message": 1})
+    frames = [await ws.receive_from(timeout=3) for _ in range(2)]
+    assert any('id="progress"' in f and "hidden" in f and "Waiting" not in f for f in frames)
+    await ws.disconnect()
