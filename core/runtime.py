@@ -78,6 +78,9 @@ class Loop:
     # whether the sockets here are to be told to fetch again at the next (turns/engine.py).
     layer_identity: str | None = None
     resync_due: bool = False
+    # owner -> their conversations whose queued reply waits here for a place under
+    # REPLIES_AT_ONCE, kicked when one of the owner's replies ends here (turns/places.py)
+    waiting: dict[int, set[int]] = field(default_factory=dict)
 
 
 class Runtime:

@@ -12,13 +12,13 @@ from __future__ import annotations
 from django.conf import settings
 
 from chat import transcript
-from chat.events import BranchShown, MessageAdded, MessageChanged
+from chat.events import BranchShown, MessageAdded, MessageChanged, Progress
 from chat.figures import load_panel
 from chat.models import Conversation, Message
 from core import channel_layer, db, outbox
 from core.clean import MESSAGE, clean, number
 from core.errors import ActionError
-from turns import recovery, transitions, versions
+from turns import places, recovery, transitions, versions
 from turns.tasks import show_recovered
 
 
@@ -73,6 +73,10 @@ async def cancel(user, conversation_id, seq) -> None:
     """Take back a queued message before it is sent."""
     message = await db.run(transitions.cancel, user, conversation_id, seq)
     await outbox.send(message.conversation_id, MessageChanged(message))
+    if places.forget(message.conversation_id):
+        # Its "Waiting: …" line goes; a message still waiting behind it says so again at the
+        # next heartbeat (the sweep tries its queue).
+        await outbox.send(message.conversation_id, Progress(""))
 
 
 async def stop(user, conversation_id, seq=None) -> tuple[Message, ...]:

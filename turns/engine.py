@@ -6,7 +6,7 @@ before any request. A driver task runs a conversation's steps until its queue is
 
     transitions.append / claim_next -> Turn -> reply.turn: stream it, save it, claim what follows
                                 -> Opened -> compacting.compact: summarise, close, show it
-                                -> transitions.claim_next -> the next queued reply, if any
+                                -> claiming.claim_next -> the next queued reply, if any
 
 Every state is written to the database before it is acted on, so the work survives this
 process: a reply or compaction it was running when it died is closed by another process's sweep
@@ -28,8 +28,8 @@ from compaction import boundaries
 from core import channel_layer, db, outbox, runtime
 from providers.values import LLMError
 from tools import mcp
-from turns import compacting, liveness, recovery, reply, transitions
-from turns.tasks import eager, hold, show_recovered
+from turns import active_users, claiming, compacting, liveness, places, recovery, reply, transitions
+from turns.tasks import eager, follow, hold, show_recovered
 
 log = logging.getLogger(__name__)
 
@@ -81,13 +81,22 @@ async def _run(conversation_id: int, step: transitions.Step) -> transitions.Step
         # After making room for a reply, that reply gets no second compaction: if it still
         # does not fit, it is refused with both sizes.
         return await _claim(conversation_id, compact=not step.before_reply)
-    return await reply.turn(step)
+    following = await reply.turn(step)
+    _hand_on(step.conversation.owner_id)
+    return following
+
+
+def _hand_on(owner_id: int) -> None:
+    """One of the owner's replies ended here: their conversations that waited here for a place
+    try again (those waiting in other processes are kicked by their sweep)."""
+    for conversation_id in places.waiting_for(owner_id):
+        if not liveness.driving(conversation_id):
+            kick(conversation_id)
 
 
 async def _claim(conversation_id: int, *, compact: bool = True) -> transitions.Step:
-    claim = await hold(db.run(transitions.claim_next, conversation_id, compact=compact))
-    await show_recovered(claim.recovered)
-    return claim.step
+    claim = await hold(db.run(claiming.claim_next, conversation_id, compact=compact))
+    return await follow(claim, conversation_id)
 
 
 # --- this process's background work --------------------------------------------------------------
@@ -112,6 +121,7 @@ async def _background() -> None:
             await liveness.beat()
             await sweep()
             await check_layer()
+            await active_users.check_sockets()
             await liveness.forget_idle()
         except Exception:
             log.exception("heartbeat or sweep failed; trying again")

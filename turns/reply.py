@@ -44,7 +44,7 @@ from tools import registry as tools
 from tools.values import Context
 from turns import compacting, liveness, thinking, titling, transitions
 from turns.relay import DeltaRelay
-from turns.tasks import eager, hold, show_recovered
+from turns.tasks import eager, follow, hold
 
 log = logging.getLogger(__name__)
 
@@ -324,5 +324,4 @@ async def _close(turn, streaming, relay, received: _Received, status, error, goi
     if closed.first_words:  # the first reply: ask for a better title, in the background
         first = turn.state.entries[-1]
         titling.start(closed.first_words, first.text, closed.reply, turn.conversation.model)
-    await show_recovered(closed.claim.recovered)
-    return closed.claim.step
+    return await follow(closed.claim, conversation_id)

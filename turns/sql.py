@@ -69,7 +69,12 @@ _FINISH = (
 _USER_REPLIES_LOCK = 0x636877 << 32
 
 
-def _hold_users_replies(user_id: int) -> None:
+def users_lock(user_id: int) -> int:
+    """The key of the user's advisory lock."""
+    return _USER_REPLIES_LOCK | user_id
+
+
+def hold_users_replies(user_id: int) -> None:
     """Until this transaction ends, no other transaction counts this user's streaming replies:
     the count and the reply it lets start are one step. On PostgreSQL two sends to two of the
     user's conversations lock two different rows, so each could count the other's reply as not
@@ -79,9 +84,7 @@ def _hold_users_replies(user_id: int) -> None:
     too."""
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT pg_advisory_xact_lock(%s::bigint)", [_USER_REPLIES_LOCK | user_id]
-            )
+            cursor.execute("SELECT pg_advisory_xact_lock(%s::bigint)", [users_lock(user_id)])
 
 
 def lock(conversation_id) -> Conversation | None:
@@ -98,11 +101,11 @@ def lock(conversation_id) -> Conversation | None:
 def lock_mine(user, conversation_id) -> Conversation | None:
     """The user's conversation, locked, with the count of their other conversations with a
     reply streaming, as `.streaming_elsewhere`. Not moved up the owner's list (a new version).
-    On PostgreSQL the user's advisory lock comes first (`_hold_users_replies`)."""
+    On PostgreSQL the user's advisory lock comes first (`hold_users_replies`)."""
     pk = number(conversation_id)
     if pk is None or not user.is_authenticated:
         return None
-    _hold_users_replies(user.pk)
+    hold_users_replies(user.pk)
     return _select_for_update(*_where(pk, user), counted=[user.pk, pk])
 
 
@@ -112,7 +115,7 @@ def touch_mine(user, conversation_id) -> Conversation | None:
     pk = number(conversation_id)
     if pk is None or not user.is_authenticated:
         return None
-    _hold_users_replies(user.pk)
+    hold_users_replies(user.pk)
     return _update(["updated_at = %s"], [_now()], *_where(pk, user), counted=[user.pk, pk])
 
 

@@ -8,10 +8,10 @@ import asyncio
 from collections import defaultdict
 from collections.abc import Iterable
 
-from chat.events import MessageChanged
+from chat.events import MessageChanged, Progress
 from chat.models import Message
 from core import db, outbox
-from turns import transitions
+from turns import claiming, places, transitions
 
 
 def eager(coroutine) -> asyncio.Task:
@@ -50,3 +50,20 @@ async def show_recovered(replies: Iterable[Message]) -> None:
         by_conversation[reply.conversation_id].append(MessageChanged(reply))
     for conversation_id, events in by_conversation.items():
         await outbox.send(conversation_id, *events)
+
+
+async def follow(claim: transitions.Claim, conversation_id: int) -> transitions.Step:
+    """What a claim leaves to run here. One left to `claim_next` (the closing reply could not
+    take its owner's lock) is made now; a queued reply waiting for a place says why where the
+    person looks, and is kicked when one of its owner's replies ends here; one that starts
+    after waiting clears that line."""
+    if claim.again:
+        claim = await hold(db.run(claiming.claim_next, conversation_id))
+    await show_recovered(claim.recovered)
+    if claim.waiting is not None:
+        owner, running = claim.waiting
+        places.remember(owner, conversation_id)
+        await outbox.send(conversation_id, Progress(places.waiting_text(running)))
+    elif isinstance(claim.step, transitions.Turn) and places.forget(conversation_id):
+        await outbox.send(conversation_id, Progress(""))
+    return claim.step

@@ -43,7 +43,7 @@ from core.errors import ActionError
 from providers.blocks import files, without_empty_text
 from providers.tokens import estimate_content, estimate_text
 from providers.values import Usage
-from turns import sql
+from turns import places, sql
 from turns.recovery import recover
 
 
@@ -77,6 +77,8 @@ class Claim:
     message: Message | None = None  # the user's message, when one was sent
     queued: bool = False  # it waits for the reply (or compaction) in progress
     recovered: tuple[Message, ...] = ()  # stale replies closed on the way
+    waiting: tuple[int, int] | None = None  # waits for a place: (owner, how many stream)
+    again: bool = False  # not decided here (the user's lock was taken): ask `claim_next`
 
 
 def append(user, conversation_id, text: str, files: list[int] = ()) -> Claim:
@@ -115,7 +117,7 @@ def _append(conversation: Conversation, content: list[dict], uploads: list) -> C
         # Older messages wait with nothing running (their process died between two
         # steps): this one goes behind them and the oldest starts now.
         sql.insert(message, reply)
-        step = _claim_oldest(conversation, seen, compact=True)
+        step = claim_oldest(conversation, seen, compact=True)
         return Claim(step, message, queued=True, recovered=recovered)
     state = state_of(conversation, seen, before_seq=message.seq, leaf=leaf)
     state = state.extended([message.to_entry()])
@@ -195,24 +197,7 @@ def follow_newest(conversation: Conversation) -> None:
     conversation.leaf_seq = None
 
 
-def claim_next(conversation_id: int, *, compact: bool = True) -> Claim:
-    """Claim the conversation's oldest queued reply, if nothing else runs. `compact=False` after
-    a compaction made room for this very reply: if it still does not fit, it is refused."""
-    with transaction.atomic():
-        conversation = sql.lock(conversation_id)
-        if conversation is None:
-            return Claim(None)
-        # The state alone first: after most replies nothing is queued, and the window's rows
-        # are only read when a reply is about to use them.
-        seen = read_snapshot(conversation.pk, with_rows=False)
-        recovered = recover(conversation, seen)
-        if seen.busy or not seen.next_queued_id:
-            return Claim(None, recovered=recovered)
-        seen = read_snapshot(conversation.pk)
-        return Claim(_claim_oldest(conversation, seen, compact=compact), recovered=recovered)
-
-
-def _claim_oldest(conversation: Conversation, seen: Snapshot, *, compact: bool) -> Step:
+def claim_oldest(conversation: Conversation, seen: Snapshot, *, compact: bool = True) -> Step:
     # What it answers: the message sent with it, or, for a reply asked again, an older one.
     row = seen.row(seen.next_queued_seq)
     reply = queued_reply(conversation, seen.next_queued_seq, parent=row.parent if row else None)
@@ -359,15 +344,18 @@ def close_turn(turn: Turn, reply: Message, after: WindowState, *, then: bool = T
             return Closed(reply, turn.conversation, figures, Claim(None))
         seen = read_snapshot(conversation.pk, with_rows=False)
         recovered = recover(conversation, seen)
-        step = None
+        step, waiting, again = None, None, False
         if then and reply.status == Message.Status.COMPLETE and not seen.busy:
             step = _auto_compaction(conversation, seen, after)
         if step is None and then and not seen.busy and seen.next_queued_id:
-            step = _claim_oldest(conversation, read_snapshot(conversation.pk), compact=True)
+            step, waiting, again = places.claim_if_free(
+                conversation, lambda: claim_oldest(conversation, read_snapshot(conversation.pk))
+            )
         # A reply written here with its usage is the conversation's latest billed turn.
         figures = load_figures(conversation, after, last_usage=spent)
     named = title if title == conversation.title != turn.conversation.title else ""
-    return Closed(reply, conversation, figures, Claim(step, recovered=recovered), named)
+    claim = Claim(step, recovered=recovered, waiting=waiting, again=again)
+    return Closed(reply, conversation, figures, claim, named)
 
 
 def _auto_compaction(

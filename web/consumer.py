@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 
 from channels.consumer import get_handler_name
 from channels.generic.websocket import AsyncWebsocketConsumer
@@ -18,7 +19,7 @@ from chat.models import Conversation
 from core import channel_layer, db, runtime
 from core.errors import ActionError
 from render import frames
-from turns import actions, compacting, engine
+from turns import actions, active_users, compacting, engine
 from turns.tasks import hold
 
 log = logging.getLogger(__name__)
@@ -66,6 +67,7 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             await self.close(code=4404)  # before accept: the handshake is refused (403)
             return
         self.conversation_id = conversation.pk
+        self.user_checked_at = time.monotonic()  # the handshake found the user active
         self.group = channel_layer.conversation_group(conversation.pk)
         self.user_group = channel_layer.user_group(self.user.pk)
         try:
@@ -119,6 +121,8 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         # The action's own work is in the database and goes ahead either way; only what it
         # tells the tabs travels through the layer. If that is down, this tab is told so and
         # dropped, and catches up when it reconnects.
+        if not await self.user_active():
+            return await self.user_gone()
         layer_up = await channel_layer.reachable()
         try:
             await handler(self, frame)
@@ -136,6 +140,21 @@ class ConversationConsumer(AsyncWebsocketConsumer):
         every socket of the process, when its heartbeat finds the layer down)."""
         await self.refuse(LAYER_DOWN_NOTICE, about="layer")
         await self.close(code=LAYER_DOWN)
+
+    async def user_active(self) -> bool:
+        """Whether the user may still act: deactivated or deleted by a query sends no signal
+        (turns/active_users.py). One query at most every RECHECK_SECONDS."""
+        if time.monotonic() - self.user_checked_at < active_users.RECHECK_SECONDS:
+            return True
+        if not await db.run(active_users.active, [self.user.pk]):
+            return False
+        self.user_checked_at = time.monotonic()
+        return True
+
+    async def user_gone(self) -> None:
+        """The user was deactivated or deleted: closed as a session that ended (the page
+        reconnects, and is refused)."""
+        await self.close(code=SESSION_ENDED)
 
     async def refuse(self, reason: str, *, about: str = "") -> None:
         await self.send(text_data=frames.notice(reason, about=about))

@@ -1,7 +1,9 @@
 """Signing in, signing up and resetting a password, within the abuse limits (chat/limits.py).
 
-Failed sign-ins are counted per account name and per client address: guessing one account's
-password from many addresses, or many accounts' from one, both run into a limit. Each attempt
+Failed sign-ins are counted per client address, and per account name for clients unknown to
+it, or per device for a browser that signed in as that user before (its device cookie,
+web/device_cookies.py): guessing one account's password from many addresses, or many accounts'
+from one, both run into a limit, and neither locks the user's own browsers out. Each attempt
 takes its place in the count before the password is checked, and a sign-in that succeeds gives
 it back: so thirty attempts at once are thirty places, and only as many as the limit are
 checked. The address is the connection's (behind a proxy, `make serve` takes it from the
@@ -14,7 +16,7 @@ from django.conf import settings
 from django.contrib.admin.forms import AdminAuthenticationForm
 from django.contrib.auth import login
 from django.contrib.auth.forms import AuthenticationForm, PasswordResetForm, UserCreationForm
-from django.contrib.auth.views import PasswordResetView
+from django.contrib.auth.views import LoginView, PasswordResetView
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError
 from django.http import Http404, HttpRequest, HttpResponse
@@ -23,6 +25,7 @@ from django.views.decorators.http import require_http_methods
 
 from chat import limits
 from core.errors import ActionError
+from web import device_cookies
 
 
 def client_address(request) -> str:
@@ -43,7 +46,7 @@ class FailuresLimited:
 
     def clean(self):
         keys = [
-            f"name:{(self.cleaned_data.get('username') or '').lower()}",
+            device_cookies.failure_key(self.request, self.cleaned_data.get("username") or ""),
             f"addr:{client_address(self.request)}",
         ]
         _take(limits.LOGIN_FAILURES, keys)
@@ -59,6 +62,17 @@ class LimitedLoginForm(FailuresLimited, AuthenticationForm):
 
 class LimitedAdminLoginForm(FailuresLimited, AdminAuthenticationForm):
     pass
+
+
+class LimitedLoginView(LoginView):
+    """Django's sign-in, counting failures; a browser that signs in gets a device cookie."""
+
+    authentication_form = LimitedLoginForm
+
+    def form_valid(self, form):
+        response = super().form_valid(form)
+        device_cookies.issue(response, form.get_user().get_username())
+        return response
 
 
 class LimitedPasswordResetForm(PasswordResetForm):
@@ -112,7 +126,9 @@ def signup(request: HttpRequest) -> HttpResponse:
                 if form.is_valid():
                     user = form.save()
                     login(request, user, backend="django.contrib.auth.backends.ModelBackend")
-                    return redirect("home")
+                    response = redirect("home")
+                    device_cookies.issue(response, user.get_username())
+                    return response
             except IntegrityError:  # the same name, created at the same moment by another
                 form.add_error("username", "A user with that username already exists.")
             give_back_signup(request)
