@@ -10,6 +10,7 @@ user or a model is escaped here (`escape`), or rendered by `blocks` (markdown, t
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
 from django.conf import settings
 from django.urls import reverse
@@ -28,9 +29,11 @@ from providers.blocks import (
     file_of,
     file_tokens,
     text_of,
+    texts,
     tool_results,
     type_of,
 )
+from render.links import named_conversations
 from render.markdown import render_lined, render_markdown, render_typed
 from render.meter import spend_shown
 
@@ -75,6 +78,7 @@ def message_html(item: Item, oob: str = "") -> SafeString:
     if oob:
         head += f' hx-swap-oob="{escape(oob)}"'
     meta = [f'<span class="role">{"You" if role == Message.Role.USER else "Assistant"}</span>']
+    meta.append(sent_at(m.created_at))
     meta.append(_BADGES.get(status, ""))
     if role == Message.Role.USER:
         meta.append(_queued_slot(seq, item.queued))
@@ -96,6 +100,7 @@ def message_html(item: Item, oob: str = "") -> SafeString:
             f'this one is kept">{label}</button></form>'
         )
     meta.append(_READ_ONLY)
+    meta.append(_copy(m))
     body = [_text(m)]
     if m.error:
         retry = " Retry it, or send your message again." if status != "complete" else ""
@@ -107,6 +112,33 @@ def message_html(item: Item, oob: str = "") -> SafeString:
 
 
 _NOT_REDONE = (Message.Status.STREAMING, Message.Status.CANCELLED, Message.Status.QUEUED)
+
+
+def sent_at(when: datetime | None) -> str:
+    """When a message was sent, in UTC as the server knows it: the hour in small print, the full
+    date in its title and, focused, beside it (static/js/messages.js puts both in the reader's
+    own zone). Focusable, so a keyboard reaches the date a mouse hovers for."""
+    if when is None:  # a message not stored (the model view's)
+        return ""
+    when = when.astimezone(UTC)
+    full = f"{when:%A} {when.day} {when:%B %Y, %H:%M} UTC"
+    return (
+        f'<time class="sent-at" datetime="{when:%Y-%m-%dT%H:%M:%SZ}" title="{full}" '
+        f'tabindex="0">{when:%H:%M}</time>'
+    )
+
+
+def _copy(m: Message) -> str:
+    """Copy: the message's Markdown as stored (its text blocks, not the HTML shown), held
+    inert in a <template> for static/js/messages.js to put on the clipboard. A reply still
+    streaming has no final text yet: its finished bubble brings the button."""
+    source = texts(m.content, "\n\n")
+    if m.status == Message.Status.STREAMING or not source:
+        return ""
+    return (
+        '<button type="button" class="link copy-message" title="Copy this message as Markdown">'
+        f'Copy</button><template class="message-source">{escape(source)}</template>'
+    )
 
 
 def _queued_slot(seq: int, queued: bool) -> str:
@@ -210,17 +242,20 @@ def blocks(message, role: str | None = None) -> SafeString:
     role = role or "assistant"
     results = {b.get("tool_use_id"): b for b in tool_results(content)}
     calls = call_ids(content)
+    named = named_conversations(content)  # linked where the reply names them (render/links.py)
     parts = []
     for block in content or []:
         kind = type_of(block)
         if kind == "text":
             text = text_of(block)
-            parts.append(render_markdown(text) if role == "assistant" else render_typed(text))
+            parts.append(
+                render_markdown(text, named) if role == "assistant" else render_typed(text)
+            )
         elif kind == "tool_use":
-            parts.append(_tool_call(block, results.get(block.get("id")), runs, status))
+            parts.append(_tool_call(block, results.get(block.get("id")), runs, status, named))
         elif kind == "tool_result":
             if block.get("tool_use_id") not in calls:  # its call is elsewhere (an import)
-                parts.append(_tool_call(None, block, runs, status))
+                parts.append(_tool_call(None, block, runs, status, named))
         elif (meta := file_of(block)) is not None:
             parts.append(_file(meta))
         else:
@@ -284,7 +319,9 @@ def _file(meta: dict) -> SafeString:
     )
 
 
-def _tool_call(call: dict | None, result: dict | None, runs: dict, status: str) -> SafeString:
+def _tool_call(
+    call: dict | None, result: dict | None, runs: dict, status: str, named: frozenset[int]
+) -> SafeString:
     name = call.get("name", "") if call else "tool"
     run = runs.get(call.get("id")) if call else None
     if result is None:
@@ -309,14 +346,14 @@ def _tool_call(call: dict | None, result: dict | None, runs: dict, status: str) 
         format_html(
             '<p class="tool-label">{}</p>{}',
             "Error" if state == "error" else "Result",
-            _result_html(block_text(result)),
+            _result_html(block_text(result), named),
         )
         if result is not None
         else "",
     )
 
 
-def _result_html(text: str) -> SafeString:
+def _result_html(text: str, named: frozenset[int]) -> SafeString:
     """A tool's result: data (JSON) preformatted as it came; anything else is text a tool or a
     server wrote, often with markdown in it (a search's hits marked **like this**), so it is
     rendered as markdown, its lines kept, and sanitised."""
@@ -326,5 +363,5 @@ def _result_html(text: str) -> SafeString:
         data = False
     if data:
         return format_html('<pre class="tool-result">{}</pre>', text)
-    html = render_lined(text)  # sanitised by nh3 in render_lined
+    html = render_lined(text, named)  # sanitised by nh3 in render_lined
     return format_html('<div class="tool-result">{}</div>', mark_safe(html))  # noqa: S308
