@@ -7,6 +7,7 @@
 
   var SHORT = { hour: "2-digit", minute: "2-digit" };
   var DAY = { day: "numeric", month: "short" };
+  var YEAR = { day: "numeric", month: "short", year: "numeric" };
   var FULL = { weekday: "long", day: "numeric", month: "long", year: "numeric", hour: "2-digit", minute: "2-digit" };
 
   function localTimes(scope) {
@@ -14,9 +15,11 @@
       .forEach(function (el) {
         var when = new Date(el.getAttribute("datetime"));
         if (isNaN(when)) return;
-        var today = when.toDateString() === new Date().toDateString();
+        var now = new Date();
         var time = when.toLocaleTimeString([], SHORT);
-        el.textContent = today ? time : when.toLocaleDateString([], DAY) + ", " + time;
+        var day = when.getFullYear() === now.getFullYear() ? DAY : YEAR;
+        el.textContent = when.toDateString() === now.toDateString()
+          ? time : when.toLocaleDateString([], day) + ", " + time;
         el.title = when.toLocaleString([], FULL);
         el.dataset.local = "";
       });
