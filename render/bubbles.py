@@ -100,13 +100,16 @@ def message_html(item: Item, oob: str = "") -> SafeString:
             f'this one is kept">{label}</button></form>'
         )
     meta.append(_READ_ONLY)
-    meta.append(_copy(m))
+    source = _source(m)
+    if source:
+        meta.append(_COPY)
     body = [_text(m)]
     if m.error:
         retry = " Retry it, or send your message again." if status != "complete" else ""
         body.append(f'<p class="error-text">{escape(m.error)}{retry}</p>')
     if role == Message.Role.USER and status == Message.Status.COMPLETE:
         body.append(_edit_form(m))
+    body.append(source)
     html = f'{head}>\n  <div class="meta">{"".join(meta)}</div>\n  {"".join(body)}\n</article>'
     return mark_safe(html)  # noqa: S308 - every value above is escaped or sanitised
 
@@ -128,17 +131,20 @@ def sent_at(when: datetime | None) -> str:
     )
 
 
-def _copy(m: Message) -> str:
-    """Copy: the message's Markdown as stored (its text blocks, not the HTML shown), held
-    inert in a <template> for static/js/messages.js to put on the clipboard. A reply still
-    streaming has no final text yet: its finished bubble brings the button."""
+_COPY = (
+    '<button type="button" class="link copy-message" title="Copy this message as Markdown">'
+    "Copy</button>"
+)
+
+
+def _source(m: Message) -> str:
+    """What Copy copies: the message's Markdown as stored (its text blocks, not the HTML shown),
+    held inert in a <template> at the bubble's end for static/js/messages.js. A reply still
+    streaming has no final text yet: its finished bubble brings it, and the button."""
     source = texts(m.content, "\n\n")
     if m.status == Message.Status.STREAMING or not source:
         return ""
-    return (
-        '<button type="button" class="link copy-message" title="Copy this message as Markdown">'
-        f'Copy</button><template class="message-source">{escape(source)}</template>'
-    )
+    return f'<template class="message-source">{escape(source)}</template>'
 
 
 def _queued_slot(seq: int, queued: bool) -> str:

@@ -62,7 +62,7 @@
   }
 
   function copyMessage(button) {
-    var source = button.parentElement.querySelector("template.message-source");
+    var source = button.closest(".message").querySelector(":scope > template.message-source");
     if (!source) return;
     writeText(source.content.textContent).then(function () {
       button.textContent = "Copied";
