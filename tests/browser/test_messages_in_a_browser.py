@@ -64,6 +64,11 @@ def test_each_message_says_when_it_was_sent_and_copies_its_markdown(screen, serv
     shown = when.evaluate("el => getComputedStyle(el, '::after').content")
     assert shown == f'"{title}"', shown
     page.screenshot(path=tmp_path / f"time-focused-{name}.png")
+    # The user's, at the right of a phone, shows its date within the page too.
+    user.locator("time.sent-at").focus()
+    width = page.viewport_size["width"]
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    page.screenshot(path=tmp_path / f"user-time-focused-{name}.png")
 
     # Copy: the reply's Markdown as stored, not its HTML; said on the button and to a reader.
     stored = [m for m in export(page, server)["messages"] if m["role"] == "assistant"][-1]
