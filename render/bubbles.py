@@ -10,6 +10,7 @@ user or a model is escaped here (`escape`), or rendered by `blocks` (markdown, t
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 
 from django.conf import settings
 from django.urls import reverse
@@ -29,10 +30,12 @@ from providers.blocks import (
     file_tokens,
     is_thinking,
     text_of,
+    texts,
     thinking_of,
     tool_results,
     type_of,
 )
+from render.links import named_conversations
 from render.markdown import render_lined, render_markdown, render_typed
 from render.meter import spend_shown
 
@@ -77,6 +80,7 @@ def message_html(item: Item, oob: str = "") -> SafeString:
     if oob:
         head += f' hx-swap-oob="{escape(oob)}"'
     meta = [f'<span class="role">{"You" if role == Message.Role.USER else "Assistant"}</span>']
+    meta.append(sent_at(m.created_at))
     meta.append(_BADGES.get(status, ""))
     if role == Message.Role.USER:
         meta.append(_queued_slot(seq, item.queued))
@@ -98,17 +102,51 @@ def message_html(item: Item, oob: str = "") -> SafeString:
             f'this one is kept">{label}</button></form>'
         )
     meta.append(_READ_ONLY)
+    source = _source(m)
+    if source:
+        meta.append(_COPY)
     body = [_text(m)]
     if m.error:
         retry = " Retry it, or send your message again." if status != "complete" else ""
         body.append(f'<p class="error-text">{escape(m.error)}{retry}</p>')
     if role == Message.Role.USER and status == Message.Status.COMPLETE:
         body.append(_edit_form(m))
+    body.append(source)
     html = f'{head}>\n  <div class="meta">{"".join(meta)}</div>\n  {"".join(body)}\n</article>'
     return mark_safe(html)  # noqa: S308 - every value above is escaped or sanitised
 
 
 _NOT_REDONE = (Message.Status.STREAMING, Message.Status.CANCELLED, Message.Status.QUEUED)
+
+
+def sent_at(when: datetime | None) -> str:
+    """When a message was sent, in UTC as the server knows it: the hour in small print, the full
+    date in its title and, focused, beside it (static/js/messages.js puts both in the reader's
+    own zone). Focusable, so a keyboard reaches the date a mouse hovers for."""
+    if when is None:  # a message not stored (the model view's)
+        return ""
+    when = when.astimezone(UTC)
+    full = f"{when:%A} {when.day} {when:%B %Y, %H:%M} UTC"
+    return (
+        f'<time class="sent-at" datetime="{when:%Y-%m-%dT%H:%M:%SZ}" title="{full}" '
+        f'tabindex="0">{when:%H:%M}</time>'
+    )
+
+
+_COPY = (
+    '<button type="button" class="link copy-message" title="Copy this message as Markdown">'
+    "Copy</button>"
+)
+
+
+def _source(m: Message) -> str:
+    """What Copy copies: the message's Markdown as stored (its text blocks, not the HTML shown),
+    held inert in a <template> at the bubble's end for static/js/messages.js. A reply still
+    streaming has no final text yet: its finished bubble brings it, and the button."""
+    source = texts(m.content, "\n\n")
+    if m.status == Message.Status.STREAMING or not source:
+        return ""
+    return f'<template class="message-source">{escape(source)}</template>'
 
 
 def _queued_slot(seq: int, queued: bool) -> str:
@@ -216,17 +254,20 @@ def blocks(message, role: str | None = None) -> SafeString:
     role = role or "assistant"
     results = {b.get("tool_use_id"): b for b in tool_results(content)}
     calls = call_ids(content)
+    named = named_conversations(content)  # linked where the reply names them (render/links.py)
     parts = []
     for block in content or []:
         kind = type_of(block)
         if kind == "text":
             text = text_of(block)
-            parts.append(render_markdown(text) if role == "assistant" else render_typed(text))
+            parts.append(
+                render_markdown(text, named) if role == "assistant" else render_typed(text)
+            )
         elif kind == "tool_use":
-            parts.append(_tool_call(block, results.get(block.get("id")), runs, status))
+            parts.append(_tool_call(block, results.get(block.get("id")), runs, status, named))
         elif kind == "tool_result":
             if block.get("tool_use_id") not in calls:  # its call is elsewhere (an import)
-                parts.append(_tool_call(None, block, runs, status))
+                parts.append(_tool_call(None, block, runs, status, named))
         elif (meta := file_of(block)) is not None:
             parts.append(_file(meta))
         elif is_thinking(block):
@@ -309,7 +350,9 @@ def _file(meta: dict) -> SafeString:
     )
 
 
-def _tool_call(call: dict | None, result: dict | None, runs: dict, status: str) -> SafeString:
+def _tool_call(
+    call: dict | None, result: dict | None, runs: dict, status: str, named: frozenset[int]
+) -> SafeString:
     name = call.get("name", "") if call else "tool"
     run = runs.get(call.get("id")) if call else None
     if result is None:
@@ -334,14 +377,14 @@ def _tool_call(call: dict | None, result: dict | None, runs: dict, status: str) 
         format_html(
             '<p class="tool-label">{}</p>{}',
             "Error" if state == "error" else "Result",
-            _result_html(block_text(result)),
+            _result_html(block_text(result), named),
         )
         if result is not None
         else "",
     )
 
 
-def _result_html(text: str) -> SafeString:
+def _result_html(text: str, named: frozenset[int]) -> SafeString:
     """A tool's result: data (JSON) preformatted as it came; anything else is text a tool or a
     server wrote, often with markdown in it (a search's hits marked **like this**), so it is
     rendered as markdown, its lines kept, and sanitised."""
@@ -351,5 +394,5 @@ def _result_html(text: str) -> SafeString:
         data = False
     if data:
         return format_html('<pre class="tool-result">{}</pre>', text)
-    html = render_lined(text)  # sanitised by nh3 in render_lined
+    html = render_lined(text, named)  # sanitised by nh3 in render_lined
     return format_html('<div class="tool-result">{}</div>', mark_safe(html))  # noqa: S308

@@ -13,6 +13,8 @@ from django.utils.html import escape
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
+from render.links import link_conversations
+
 _parser = MarkdownIt("commonmark", {"html": False, "linkify": False}).enable(
     ["table", "strikethrough"]
 )
@@ -51,11 +53,16 @@ _cleaner = nh3.Cleaner(
 )
 
 
-def render_markdown(text: str) -> str:
-    return _cleaner.clean(_parser.render(text or ""))
+def render_markdown(text: str, named: frozenset[int] | None = None) -> str:
+    """A model's markdown. A message's (`named`: the conversations its recall tools named,
+    render/links.py) has those linked where the text names them, and no other conversation."""
+    tokens = _parser.parse(text or "")
+    if named is not None:
+        link_conversations(tokens, named)
+    return _cleaner.clean(_parser.renderer.render(tokens, _parser.options, {}))
 
 
-def render_lined(text: str) -> str:
+def render_lined(text: str, named: frozenset[int] | None = None) -> str:
     """A tool's result: markdown whose every line shows as a line, and whose inline marks
     (emphasis, code spans, links) stay within their line. Results are often one item a line,
     and a search's snippets are cut from messages mid-markup: half a code span in one hit must
@@ -69,6 +76,8 @@ def render_lined(text: str) -> str:
                     children.append(Token("softbreak", "br", 0))  # `breaks`: a <br>
                 children += _lined.parseInline(line)[0].children or []
             token.children = children
+    if named is not None:
+        link_conversations(tokens, named)
     return _cleaner.clean(_lined.renderer.render(tokens, _lined.options, {}))
 
 

@@ -72,7 +72,7 @@ def import_file(page, server: str, path) -> None:
     form = page.locator(".import-form")
     form.locator("input[type=file]").set_input_files(path)
     form.get_by_role("button", name="Import", exact=True).click()
-    # The imported conversation's page (a refused import stays at /conversations/import/).
+    # The imported conversation's page (a refused import stays on the page, saying why).
     page.wait_for_url(re.compile(r".*/conversations/\d+/$"))
     wait_socket(page)
 

@@ -177,10 +177,14 @@ def choose_file(page, name: str, content: bytes):
 
 
 def import_file(page, name: str, content: bytes) -> None:
-    """Choose a file in the sidebar's import form and submit it; wait for the answer's page."""
+    """Choose a file in the sidebar's import form and submit it; wait for a refusal's reason,
+    said beside the form on the page it came from (which stays)."""
     form = choose_file(page, name, content)
-    with page.expect_navigation():
+    url = page.url
+    with page.expect_response(lambda r: r.url.endswith("/conversations/import/")):
         form.get_by_role("button", name="Import", exact=True).click()
+    expect(form.locator("#import-result")).not_to_be_empty()
+    assert page.url == url
 
 
 def test_a_refused_import_says_why_where_the_person_is_looking(browser, tmp_path):
@@ -201,7 +205,7 @@ def test_a_refused_import_says_why_where_the_person_is_looking(browser, tmp_path
                 row.get_by_role("button", name="Pin").click()
             expect(page.locator(".sidebar-row.pinned")).to_have_count(2)
             listed = page.locator(".sidebar-row").count()
-            refused = page.locator("main [role=alert]")
+            refused = page.locator("#import-result")
 
             page.set_viewport_size(PHONE_WITH_BARS)
             import_file(page, "conversations.json", b'{"messages": [{"role": "user", ')
@@ -303,7 +307,7 @@ def test_a_long_import_shows_it_is_working_and_a_second_is_told_to_wait(browser,
         # long import had begun on the server (the answer is then that it is running): nothing
         # is imported either way, and the question is asked again until it has.
         other.wait_for_function("() => localStorage.getItem('import-form')")
-        refused = other.locator("main [role=alert]")
+        refused = other.locator("#import-result")
         for _ in range(5):
             import_file(other, "export.json", b'{"messages": [')
             if "still running" in refused.inner_text():

@@ -9,7 +9,9 @@ from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
+from django_htmx.http import HttpResponseClientRedirect
 
 from chat import limits
 from chat.exports import as_json, as_markdown, downloads
@@ -25,18 +27,25 @@ from web.views.sidebar import page_context
 def conversation_import(request: HttpRequest) -> HttpResponse:
     """Import export.json or ChatGPT's conversations.json; opens the (first) imported
     conversation. A bad file gets its reason and creates nothing; over the hourly limit, or
-    while another import of the user's runs, a 429 says so."""
+    while another import of the user's runs, a 429 says so. From the sidebar's form (htmx) the
+    reason alone comes back, for the page the person is on; without JavaScript, a page says it."""
     upload = request.FILES.get("file")
     try:
         if upload is None:
             raise ActionError("Choose a file to import (export.json or conversations.json).")
         first, count = importing.import_upload(request.user, upload)
     except ActionError as exc:
+        status = 429 if isinstance(exc, limits.Limited | importing.Busy) else 400
+        if request.htmx:
+            # Said beside the form, on the page the person imported from, which stays.
+            context = {"import_error": exc.reason}
+            return render(request, "chat/sidebar.html#import-refused", context, status=status)
         context = page_context(request) | {"import_error": exc.reason}
-        busy = isinstance(exc, limits.Limited | importing.Busy)
-        return render(request, "chat/empty.html", context, status=429 if busy else 400)
+        return render(request, "chat/empty.html", context, status=status)
     if count > 1:
         flash.success(request, f"Imported {count:,} conversations.")
+    if request.htmx:
+        return HttpResponseClientRedirect(reverse("conversation", args=[first]))
     return redirect("conversation", conversation_id=first)
 
 
