@@ -258,7 +258,7 @@ def test_the_theme_chosen_is_drawn_on_every_page(as_alice, conversation):
     assert themed(page(as_alice)) == ("system", "light dark", "(prefers-color-scheme: dark)")
     assert themed(Client().get("/accounts/login/").content.decode())[0] == "system"
     response = as_alice.post("/settings/theme/", {"theme": "dark"})
-    assert response.status_code == 302 and response.url == "/settings/#theme-notice"
+    assert response.status_code == 302 and response.url == "/settings/#theme"
     html = page(as_alice)
     assert "Theme saved: dark." in notice(html, "theme")
     for url in ("/", f"/conversations/{conversation.pk}/", "/settings/", "/search/?q=x"):

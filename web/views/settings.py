@@ -34,6 +34,9 @@ TEMPLATE = "settings/page.html"
 # The notice a form's redirect leaves for the page it lands on: (section, text, is an error).
 NOTICE_KEY = "settings_notice"
 WRONG_PASSWORD = "That is not your password."
+# Where the page comes back to after a form without htmx: the notice (at the top of the screen),
+# or the theme's whole section, short enough to show its choices and the notice under them.
+ANCHORS = {"theme": "theme"}
 
 
 @login_required
@@ -74,7 +77,7 @@ def _answer(
             request, TEMPLATE, _context(request, notice=(section, text, error), **forms), status=400
         )
     request.session[NOTICE_KEY] = (section, text, error)
-    return redirect(reverse("settings") + f"#{section}-notice")
+    return redirect(reverse("settings") + f"#{ANCHORS.get(section, f'{section}-notice')}")
 
 
 @login_required
