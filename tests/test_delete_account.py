@@ -96,14 +96,19 @@ def signed_in(user_id: int) -> int:
 
 
 def indexed(word: str) -> int:
-    """How many rows the full-text index finds for `word` (SQLite's FTS5 index is a table of its
-    own; PostgreSQL's is on the message rows, which the walk covers)."""
-    if connection.vendor != "sqlite":
-        return 0
+    """How many messages the full-text search finds `word` in: SQLite's FTS5 index is a table of
+    its own (kept by triggers), PostgreSQL's is an index over the message rows."""
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM chat_message_fts WHERE chat_message_fts MATCH %s", [word]
-        )
+        if connection.vendor == "sqlite":
+            cursor.execute(
+                "SELECT count(*) FROM chat_message_fts WHERE chat_message_fts MATCH %s", [word]
+            )
+        else:
+            cursor.execute(
+                "SELECT count(*) FROM chat_message WHERE "
+                "to_tsvector('english', search_text) @@ plainto_tsquery('english', %s)",
+                [word],
+            )
         return cursor.fetchone()[0]
 
 
