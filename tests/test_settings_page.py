@@ -230,6 +230,8 @@ def test_bad_defaults_are_refused_with_a_reason_and_nothing_saved(
     response = as_alice.post("/settings/defaults/", DEFAULTS | {field: value})
     assert response.status_code == 400
     assert reason in notice(response.content.decode(), "defaults")
+    if field != "system_prompt":  # the page drawn again keeps the prompt typed
+        assert ">Answer in French.</textarea>" in response.content.decode()
     assert Preferences.objects.count() == 0
 
 

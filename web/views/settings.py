@@ -47,13 +47,15 @@ def settings_page(request: HttpRequest) -> HttpResponse:
 
 
 def _context(request: HttpRequest, *, notice=None, **forms) -> dict:
+    """The page's context; `forms` may hold the password form as posted, and the system prompt
+    typed into a refused defaults form."""
     prefs = preferences.stored(request.user)
     chosen = preferences.defaults(prefs)
     section, text, error = notice or (None, "", False)
     return {
         "password_form": forms.get("password_form") or PasswordChangeForm(request.user),
-        "defaults": forms.get("defaults") or chosen,
-        "controls": controls.form(forms.get("defaults") or chosen),
+        "defaults": chosen,
+        "controls": controls.form(chosen),
         "models": registry.available_models(),
         "themes": preferences.THEMES.choices,
         "chosen_theme": prefs.theme,
