@@ -48,8 +48,9 @@ async def test_every_conversation_comes_back_whole_on_another_account(
 ):
     await sync_to_async(client.force_login)(alice)
     await build(client, alice, conversation, fake_anthropic)  # versions, pins, files, boundaries
+    # No system prompt at all: it comes back without one (not with the deployment's).
     plain = await Conversation.objects.acreate(
-        owner=alice, model="fake-model", title="Plain", system_prompt="Be plain."
+        owner=alice, model="fake-model", title="Plain", system_prompt=""
     )
     await sync_to_async(add_turns)(plain, 2)
     await Conversation.objects.acreate(owner=alice, model="fake-model", title="Never used")
