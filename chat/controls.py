@@ -15,9 +15,11 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from compaction.policy import AUTO_AT_RANGE, KEEP_GAP, MIN_KEEP_SHARE, shares_problem
+from compaction.window_state import budget_for
 from core.clean import scrubbed
 from core.errors import ActionError
 from providers import registry
+from providers.tokens import estimate_text
 
 # Extended thinking's budget in tokens: the API's least, and a bound well above what a chat needs
 # (each request gives it no more than its window leaves, turns/thinking.py).
@@ -154,3 +156,15 @@ def form(conversation) -> Form:
 
 def _percent(share: float | None) -> str:
     return "" if share is None else f"{share * 100:.4g}"
+
+
+def check_prompt_fits(system_prompt: str, model: str) -> None:
+    """The system prompt rides in every request: past half the budget it leaves the
+    conversation too little room (the tail, the summary, the reply)."""
+    tokens, budget = estimate_text(system_prompt), budget_for(model).total
+    if tokens > budget // 2:
+        raise ActionError(
+            f"The system prompt is about {tokens:,} tokens: more than half of this model's "
+            f"window budget of {budget:,}, which would leave the conversation too little room. "
+            "Shorten it."
+        )

@@ -12,15 +12,13 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from chat import preferences
 from chat.branches import parent_of
-from chat.controls import Controls, offered_model
+from chat.controls import Controls, check_prompt_fits
 from chat.models import NO_SUCH_CONVERSATION, Conversation, Message, Pin
 from chat.transcript import current_branch, first_kept_seq
-from compaction.window_state import budget_for
 from core.clean import number
 from core.errors import ActionError
-from providers import registry
-from providers.tokens import estimate_text
 from providers.values import Usage
 
 DEFAULT_TITLE = Conversation._meta.get_field("title").default
@@ -39,10 +37,12 @@ def create_conversation(
     user, *, system_prompt: str | None = None, model: str | None = None
 ) -> Conversation:
     """A new conversation on `model` (one of `providers.registry.available_models()`; None or empty:
-    the default). The conversation keeps its model: it answers every turn."""
-    prompt = settings.DEFAULT_SYSTEM_PROMPT if system_prompt is None else system_prompt
-    model = offered_model(model, "choose") if model else registry.default_model()
-    return Conversation.objects.create(owner=user, model=model, system_prompt=prompt.strip())
+    the person's default), starting with the person's defaults (chat/preferences.py). The
+    conversation keeps its model: it answers every turn."""
+    fields = preferences.new_conversation(
+        preferences.stored(user), model=model, system_prompt=system_prompt
+    )
+    return Conversation.objects.create(owner=user, **fields)
 
 
 def rename_conversation(user, conversation_id, title: str) -> Conversation:
@@ -78,7 +78,7 @@ def update_settings(
     """The conversation's settings, `system_prompt` cleaned and `controls` checked by the
     caller (chat/controls.py)."""
     conversation = Conversation.objects.owned(user, conversation_id)
-    _check_prompt_fits(system_prompt, conversation.model)
+    check_prompt_fits(system_prompt, conversation.model)
     conversation.system_prompt = system_prompt
     conversation.review_compactions = review_compactions
     conversation.auto_compact_at = controls.auto_compact_at
@@ -100,18 +100,6 @@ def update_settings(
         ]
     )
     return conversation
-
-
-def _check_prompt_fits(system_prompt: str, model: str) -> None:
-    """The system prompt rides in every request: past half the budget it leaves the
-    conversation too little room (the tail, the summary, the reply)."""
-    tokens, budget = estimate_text(system_prompt), budget_for(model).total
-    if tokens > budget // 2:
-        raise ActionError(
-            f"The system prompt is about {tokens:,} tokens: more than half of this model's "
-            f"window budget of {budget:,}, which would leave the conversation too little room. "
-            "Shorten it."
-        )
 
 
 def delete_conversation(user, conversation_id) -> Conversation:

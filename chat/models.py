@@ -394,3 +394,31 @@ class Attachment(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.media_type}, {self.bytes:,} bytes)"
+
+
+class Preferences(models.Model):
+    """A person's settings (chat/preferences.py): what a new conversation of theirs starts with,
+    and the theme every page is drawn in. No row: every default is the deployment's. Empty or
+    null fields are the deployment's too, read as it is now, so a person who never chose follows
+    a change to the environment."""
+
+    class Theme(models.TextChoices):
+        SYSTEM = "system", "Same as the system"
+        LIGHT = "light", "Light"
+        DARK = "dark", "Dark"
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, primary_key=True, related_name="+"
+    )
+    model = models.CharField(max_length=100, blank=True)  # "": the deployment's default model
+    # None: DEFAULT_SYSTEM_PROMPT, as it is now; "" is a choice of no system prompt at all.
+    system_prompt = models.TextField(null=True, blank=True)  # noqa: DJ001
+    review_compactions = models.BooleanField(default=False)
+    # As a conversation's compaction controls (chat/controls.py): None or "" is the default.
+    auto_compact_at = models.FloatField(null=True, blank=True)
+    keep_tail_share = models.FloatField(null=True, blank=True)
+    summary_model = models.CharField(max_length=100, blank=True)
+    theme = models.CharField(max_length=8, choices=Theme.choices, default=Theme.SYSTEM)
+
+    def __str__(self) -> str:
+        return f"preferences of user {self.user_id}"

@@ -1,19 +1,21 @@
 """A session that ends closes its sockets too, in every process.
 
-Logging out, changing a password (which invalidates the user's other sessions), or the user
-being deactivated or deleted (in the admin) closes every socket the user has open; each tab
-reconnects through the auth middleware, so only those whose session is still valid come back
-(an inactive user's never does). Without this a socket stays authorised for as long as it stays
-open.
+Logging out (here, or everywhere: `end_every_session`), changing a password (which invalidates
+the user's other sessions), or the user being deactivated or deleted (in the admin) closes every
+socket the user has open; each tab reconnects through the auth middleware, so only those whose
+session is still valid come back (an inactive user's never does). Without this a socket stays
+authorised for as long as it stays open.
 """
 
 from __future__ import annotations
 
 from asgiref.sync import async_to_sync
-from django.contrib.auth import get_user_model
+from django.contrib.auth import SESSION_KEY, get_user_model
 from django.contrib.auth.signals import user_logged_out
+from django.contrib.sessions.models import Session
 from django.db import transaction
 from django.db.models.signals import post_delete, post_save, pre_save
+from django.utils import timezone
 
 from core import channel_layer
 
@@ -56,3 +58,21 @@ def _changed(sender, instance, created, **kwargs) -> None:
 def _deleted(sender, instance, **kwargs) -> None:
     user_id = instance.pk
     transaction.on_commit(lambda: _end(user_id))
+
+
+def end_every_session(user_id: int) -> int:
+    """End every session of the user (log out everywhere, or before their account goes): each
+    session row that signs them in is deleted, and their sockets close once this commits (the
+    tabs that reconnect come back signed out). How many sessions ended.
+
+    The database's session rows say whose they are only inside their signed data: each one not
+    expired is read. That is a walk over every live session, fine for a rare action by one
+    person; a deployment with very many sessions would keep an index of them by user."""
+    ended = [
+        session.pk
+        for session in Session.objects.filter(expire_date__gt=timezone.now()).iterator()
+        if session.get_decoded().get(SESSION_KEY) == str(user_id)
+    ]
+    Session.objects.filter(pk__in=ended).delete()
+    transaction.on_commit(lambda: _end(user_id))
+    return len(ended)

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from web.views import accounts, attachments, conversations, import_export, search, sidebar
+from web.views import accounts, attachments, conversations, import_export, search, settings, sidebar
 
 # One conversation's pages and endpoints live under its URL.
 ONE = "conversations/<int:conversation_id>/"
@@ -8,6 +8,14 @@ ONE = "conversations/<int:conversation_id>/"
 urlpatterns = [
     path("", conversations.home, name="home"),
     path("accounts/signup/", accounts.signup, name="signup"),
+    # The person's settings: each section's form posts to its own URL (web/views/settings.py).
+    path("settings/", settings.settings_page, name="settings"),
+    path("settings/defaults/", settings.settings_defaults, name="settings-defaults"),
+    path("settings/password/", settings.settings_password, name="settings-password"),
+    path("settings/theme/", settings.settings_theme, name="settings-theme"),
+    path("settings/logout/", settings.settings_logout_everywhere, name="settings-logout"),
+    path("settings/delete/", settings.settings_delete_account, name="settings-delete"),
+    path("settings/export.json", settings.settings_export, name="settings-export"),
     path("conversations/", conversations.conversation_create, name="conversation-create"),
     path("conversations/import/", import_export.conversation_import, name="conversation-import"),
     path(ONE, conversations.conversation_detail, name="conversation"),

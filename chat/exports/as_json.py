@@ -1,9 +1,17 @@
-"""export.json: the whole conversation for programs, which importing it gives back."""
+"""export.json: the whole conversation for programs, which importing it gives back; and every
+conversation of a person's in one file, a list of such objects, which importing takes back whole
+(chat/imports/bundle.py)."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
+
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db.models import Exists, OuterRef
+
 from chat.file_blocks import for_export, labelled, rows_for
-from chat.models import Conversation, Pin
+from chat.models import Conversation, Message, Pin
 from chat.transcript import current_branch
 from chat.window_loading import load_window
 from compaction.models import Compaction
@@ -93,3 +101,25 @@ def _window_with_files(request: dict) -> dict:
     the window from the messages, never from here."""
     messages = [{**m, "content": labelled(m.get("content"))} for m in request.get("messages", [])]
     return {**request, "messages": messages}
+
+
+def everything_json(user) -> Iterator[str]:
+    """Every conversation of the person's that holds a message (archived ones too; deleted ones
+    not), oldest first, as a JSON list of `conversation_json` objects: written one conversation
+    at a time, so only one is ever in memory."""
+    yield "["
+    held = Message.objects.filter(conversation=OuterRef("pk"))
+    owned = Conversation.objects.owned_by(user).filter(Exists(held))
+    # The ids first (a short list), then each conversation read whole as its own export does.
+    pks = list(owned.order_by("created_at", "pk").values_list("pk", flat=True))
+    written = 0
+    for pk in pks:
+        conversation = Conversation.objects.owned_by(user).filter(pk=pk).first()
+        if conversation is None:  # deleted while the file was being written
+            continue
+        whole = json.dumps(
+            conversation_json(conversation), cls=DjangoJSONEncoder, ensure_ascii=False
+        )
+        yield ("\n" if not written else ",\n") + whole
+        written += 1
+    yield "\n]\n"

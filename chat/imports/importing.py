@@ -12,10 +12,9 @@ file found bad halfway has its staged rows deleted (in batches too) before the r
 answered. An import whose process died leaves its row's heartbeat to go stale: the next import,
 by anyone, clears it.
 
-This app's own export comes back whole: versions and the branch on screen, pins, compactions
-(marked imported), dates and the window's figures, so the copy's meter is right at once
-(docs/imports.md, "What a round trip keeps"). ChatGPT's conversations keep their dates, every
-version of their messages and the branch on screen (chat/imports/chatgpt.py).
+This app's export comes back whole, one or a list (chat/imports/bundle.py): versions, the branch
+on screen, pins, compactions, dates and the window's figures (docs/imports.md). ChatGPT's keep
+their dates, every version and the branch on screen (chat/imports/chatgpt.py).
 
 Real exports are untidy (a conversation opening with the assistant, two messages of one role in
 a row): the transcript keeps them as they were, and the window (compaction/assembly.py) makes
@@ -37,8 +36,8 @@ from django.utils import timezone
 
 from chat import attachments, limits
 from chat.conversations import title_from
-from chat.imports import chatgpt, files, history, reader, rows, schema
-from chat.imports.history import KEEP_DATES, Said
+from chat.imports import bundle, chatgpt, files, history, reader, rows, schema
+from chat.imports.history import Said
 from chat.imports.schema import Calls, Imported
 from chat.models import Attachment, Conversation, Import, Message, Pin
 from chat.search_index import searchable_text
@@ -66,10 +65,6 @@ ALREADY_RUNNING = (
 
 class Busy(ActionError):
     """Another import of this user's is running."""
-
-
-# The top level kept: an export's title, prompt and dates, or one ChatGPT conversation alone.
-KEEP_TOP = {"system_prompt": reader.SCALAR, **KEEP_DATES, **chatgpt.KEEP_CONVERSATION}
 
 
 def check_size(size: int) -> None:
@@ -108,15 +103,20 @@ def _stage(run: Import, user, upload) -> Staging:
         upload,
         settings.IMPORT_MAX_BYTES,
         {"messages": schema.KEEP_MESSAGE, "compactions": history.KEEP_COMPACTION},
-        chatgpt.KEEP_CONVERSATION,
-        KEEP_TOP,
+        bundle.KEEP_CONVERSATION,
+        bundle.KEEP_TOP,
     )
-    for piece in pieces:
-        if isinstance(piece, reader.Fields):
+    for piece in bundle.unpacked(pieces):
+        if piece is bundle.READ:  # one of a bundle's conversations has been read whole
+            staging.read += 1
+            if own is not None:
+                own.order.check_named(own.seq)
+            own, calls = None, Calls()
+        elif isinstance(piece, reader.Fields):
             _top(piece, own, staging)
         elif piece.where == "messages":
             own = own or staging.conversation(Imported())
-            n = staging.messages + 1
+            n = own.seq + 1  # numbered in its own conversation (a bundle holds many)
             staging.message(own, schema.message(piece.value, n, calls), n)
         elif piece.where == "compactions":
             own = own or staging.conversation(Imported())

@@ -208,11 +208,12 @@ def _shown(kind: str) -> str:
 
 
 def top(fields: dict) -> tuple[str, str | None]:
-    """An export's title and system prompt (either may be missing or null)."""
+    """An export's title and system prompt (either may be missing or null; an empty prompt is a
+    conversation that had none, and stays so)."""
     system = fields.get("system_prompt")
     if system is not None:
         system = clean(_text(system, "the system prompt"), SYSTEM_PROMPT)
-    return title(fields.get("title"), "the file"), system or None
+    return title(fields.get("title"), "the file"), system
 
 
 def title(value, where: str) -> str:

@@ -18,7 +18,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from chat import conversations, sidebar
+from chat import conversations, preferences, sidebar
 from chat.models import Conversation
 from core.clean import number
 from core.errors import ActionError
@@ -45,8 +45,9 @@ def page_context(request: HttpRequest, current: Conversation | None = None) -> d
         "notice": SimpleLazyObject(notice),
         "back": request.get_full_path() if request.method == "GET" else None,
         "demo": registry.capabilities(model).offline,
-        # The "+ New conversation" form's picker, and the header's model with its budget.
-        "models": registry.available_models(),
+        # The "+ New conversation" form's picker (the person's default model chosen), and the
+        # header's model with its budget.
+        "models": preferences.picker(preferences.stored(request.user)),
         "current_model": registry.model_info(current.model) if current else None,
     }
 
