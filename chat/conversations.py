@@ -19,6 +19,7 @@ from chat.models import NO_SUCH_CONVERSATION, Conversation, Message, Pin
 from chat.transcript import current_branch, first_kept_seq
 from core.clean import number
 from core.errors import ActionError
+from providers import registry
 from providers.values import Usage
 
 DEFAULT_TITLE = Conversation._meta.get_field("title").default

@@ -32,6 +32,7 @@ class Defaults:
     auto_compact_at: float | None
     keep_tail_share: float | None
     summary_model: str
+    thinking_budget: int | None = None  # chosen per conversation: a new one starts without
 
 
 def stored(user) -> Preferences:
