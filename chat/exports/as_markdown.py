@@ -179,7 +179,11 @@ def divider(row: Compaction) -> str:
     )
     if row.instructions:
         body += f" Instructions: {inline(row.instructions)}"
-    summary = quoted(contained(row.summary)) if row.summary.strip() else "> *(no summary text)*"
+    summary = (
+        quoted(contained(row.summary, in_quote=True))
+        if row.summary.strip()
+        else "> *(no summary text)*"
+    )
     return f"---\n\n{head}\n\n{body}\n\n{summary}\n\n---\n\n"
 
 
