@@ -4,6 +4,7 @@ helpers, which fail loudly on a malformed value). docs/configuration.md lists ev
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import re
 import warnings
 from pathlib import Path
@@ -195,6 +196,19 @@ if not DEBUG:
     if env_bool("BEHIND_TLS_PROXY", False):
         # Only trust X-Forwarded-Proto when a proxy we control sets it.
         SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# --- Proxies in front of the app -----------------------------------------------------------
+# Their addresses or networks ("127.0.0.1", "10.0.0.0/8"; "*" any): only from these are
+# X-Forwarded-For and X-Forwarded-Proto believed (web/forwarded.py). Empty: the connection's own
+# address is the client's, so no client can choose the address its per-address limits count.
+TRUSTED_PROXIES = env_list("TRUSTED_PROXIES", "")
+for _proxy in TRUSTED_PROXIES:
+    try:
+        if _proxy != "*":
+            ipaddress.ip_network(_proxy, strict=False)
+    except ValueError:
+        raise ImproperlyConfigured(
+            f"TRUSTED_PROXIES holds {_proxy!r}: give addresses or networks (10.0.0.0/8), or *"
+        ) from None
 SESSION_COOKIE_HTTPONLY = True
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
