@@ -209,6 +209,37 @@ for _proxy in TRUSTED_PROXIES:
         raise ImproperlyConfigured(
             f"TRUSTED_PROXIES holds {_proxy!r}: give addresses or networks (10.0.0.0/8), or *"
         ) from None
+# --- Mail (password reset) -----------------------------------------------------------------
+# The mail server that sends password resets: EMAIL_HOST names it (with EMAIL_PORT, the user and
+# password it signs in with, and STARTTLS or implicit TLS). None named: with debug on (`make
+# run`) each mail is printed in the server's output; with debug off, Django's default, a server
+# on this host, and the start-up check warns (web/checks.py): a reset would answer "sent" and
+# the log show a refused connection.
+MAIL_CONFIGURED = bool(env_str("EMAIL_HOST").strip())
+_use_tls = env_bool("EMAIL_USE_TLS", False)  # STARTTLS, usually on port 587
+_use_ssl = env_bool("EMAIL_USE_SSL", False)  # TLS from the start, usually on port 465
+if _use_tls and _use_ssl:
+    raise ImproperlyConfigured("Set EMAIL_USE_TLS (STARTTLS) or EMAIL_USE_SSL, not both")
+MAILERS = {
+    "default": {
+        "BACKEND": "django.core.mail.backends.smtp.EmailBackend",
+        "OPTIONS": {
+            "host": env_str("EMAIL_HOST").strip() or "localhost",
+            "port": env_int("EMAIL_PORT", 25),
+            "username": env_str("EMAIL_HOST_USER"),
+            "password": env_str("EMAIL_HOST_PASSWORD"),
+            "use_tls": _use_tls,
+            "use_ssl": _use_ssl,
+            # A mail server that does not answer must not hold a request's worker for long.
+            "timeout": env_int("EMAIL_TIMEOUT", 10),
+        },
+    }
+}
+if DEBUG and not MAIL_CONFIGURED:
+    MAILERS["default"] = {"BACKEND": "django.core.mail.backends.console.EmailBackend"}
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "webmaster@localhost")
+SERVER_EMAIL = DEFAULT_FROM_EMAIL
+
 SESSION_COOKIE_HTTPONLY = True
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"

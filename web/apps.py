@@ -12,7 +12,7 @@ class WebConfig(AppConfig):
 
         from core import db, runtime
         from render import frames
-        from web import sessions
+        from web import checks, sessions  # noqa: F401 (checks register themselves on import)
 
         # Every frame the outbox sends is rendered here, in the web room (core/outbox.py).
         runtime.start(render=frames.render)
