@@ -138,11 +138,13 @@ if REDIS_URL:
                 "hosts": [
                     {
                         "address": REDIS_URL,
-                        # redis-py's default read timeout (5 s) must stay above the layer's
-                        # reads, or an idle socket's read times out and its websocket dies;
-                        # keepalive and health checks still find a dead Redis connection.
-                        "socket_timeout": 30,
-                        "socket_connect_timeout": 5,
+                        # A Redis that accepts connections and never answers is given up on
+                        # within a second per command, not left to hold each action for long
+                        # (the layer reads its subscriptions with timeouts of its own, so an
+                        # idle socket is not cut by this); keepalive and health checks still
+                        # find a dead Redis connection.
+                        "socket_timeout": 1,
+                        "socket_connect_timeout": 1,
                         "socket_keepalive": True,
                         "health_check_interval": 30,
                     }
