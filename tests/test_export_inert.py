@@ -61,6 +61,7 @@ def _python_markdown_fences(text: str) -> str:
 
 READERS = {
     "python-markdown": _python_markdown,
+    "python-markdown-plain": markdown.markdown,  # no extensions: it knows no fences
     "python-markdown-fences": _python_markdown_fences,
     "markdown-it": MarkdownIt("commonmark", {"html": True}).render,
     "mistune": mistune.create_markdown(escape=False),
@@ -158,14 +159,34 @@ def test_html_is_written_as_entities_and_reads_as_the_text_it_was():
 
 
 def test_fences_are_longer_than_any_run_of_backticks_or_tildes_inside():
-    assert safe_markdown.fenced("a\n~~~~~~\n````", "text").startswith("```````text\n")
+    assert safe_markdown.verbatim("a\n~~~~~~\n````", "text").startswith("```````text\n")
     # CommonMark closes a fence with a longer run; other readers only with the same one.
-    rewritten = safe_markdown.contained("````\n```\n<b>still code</b>\n`````\nafter <b>")
-    for reader in READERS.values():
+    rewritten = safe_markdown.contained("````\n```\nstill code\n`````\nafter <b>")
+    assert rewritten.startswith("````\n```\nstill code\n````\n")
+    for name, reader in READERS.items():
         html = reader(rewritten)
-        code, rest = html.split("</pre>")
-        assert html.count("<pre>") == 1 and "&lt;b&gt;still code" in code
-        assert "after &lt;b" in rest and "<b>" not in html
+        if name != "python-markdown-plain":  # which knows no fences, and shows them as text
+            code, rest = html.split("</pre>")
+            assert html.count("<pre>") == 1 and "still code" in code and "after &lt;b" in rest
+        assert "<b>" not in html
+
+
+def test_code_a_fenceless_reader_would_run_is_indented_even_after_a_list(conversation):
+    text = "```html\n<script>alert(1)</script>\n[x](javascript:alert(2))\n```"
+    assert safe_markdown.verbatim("a < b", "text") == "    a < b"
+    assert safe_markdown.verbatim("[x](javascript:y)") == "    [x](javascript:y)"
+    assert safe_markdown.verbatim('{"a": [1, 2]}', "json").startswith("```json")
+    Message.objects.create(
+        conversation=conversation,
+        seq=1,
+        role="assistant",
+        content=[{"type": "text", "text": "- a list"}, {"type": "text", "text": text}],
+    )
+    export = "".join(as_markdown.conversation_markdown(conversation))
+    for reader in READERS.values():
+        html = reader(export)
+        assert live(html).found == []
+        assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html.split("<pre><code>")[-1]
 
 
 def test_plain_links_and_code_stay_readable():

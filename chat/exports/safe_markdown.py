@@ -8,9 +8,11 @@ and knows no backslash before `<`, commonmark keeps `javascript:` links, attribu
 reader shows them as the characters they were), `[` and `]` are escaped except around a plain
 http(s) or mailto link, and `{` is escaped; code fences are rewritten as fences longer than any
 run of backticks or tildes inside, closed by the same run, at the left margin, where every
-fence-aware reader agrees on them. Headings are demoted below the document's own. Text whose
-structure a reader could read another way (code inside a list or quote holding `<`, `[` or `&`)
-is fenced whole. The result is checked with a CommonMark parser with raw HTML on.
+fence-aware reader agrees on them, or, when they hold what a reader that knows no fences would
+turn into HTML or a link, as indented code, which every reader knows. Headings are demoted below
+the document's own. Text whose structure a reader could read another way (code inside a list or
+quote holding `<`, `[` or `&`) is shown whole as code. The result is checked with a CommonMark
+parser with raw HTML on.
 """
 
 from __future__ import annotations
@@ -56,15 +58,27 @@ def code_span(text: str) -> str:
     return f"{ticks}{pad}{text}{pad}{ticks}"
 
 
-def fenced(text: str, info: str = "") -> str:
-    """Verbatim text in a fenced block whose fence is longer than any run of backticks or tildes
-    in it, so nothing inside can close it, in CommonMark or in readers that close a fence only
-    with the same run."""
+def verbatim(text: str, info: str = "") -> str:
+    """Text shown as it is, as a code block. Fenced, in a fence longer than any run of backticks
+    or tildes in it (so nothing inside can close it, in CommonMark or in readers that close a
+    fence only with the same run), unless it holds what a reader that knows no fences would
+    read as HTML or a link in it (`<`, `](`, `][`, `]:`): then indented, which every reader
+    knows."""
     text = _lines(text)
+    if _UNSAFE_AS_TEXT.search(text):
+        return _indented(text)
     longest = max((len(run) for run in _FENCE_RUNS.findall(text)), default=0)
     fence = "`" * max(3, longest + 1)
     match = _INFO.match(info.strip())
     return f"{fence}{match.group(0) if match else ''}\n{text}\n{fence}"
+
+
+# What, read as Markdown rather than code, could become HTML or a link.
+_UNSAFE_AS_TEXT = re.compile(r"<|\]\s*[(\[:]")
+
+
+def _indented(text: str) -> str:
+    return "\n".join(f"    {line}" if line.strip() else "" for line in text.split("\n"))
 
 
 def quoted(text: str) -> str:
@@ -84,10 +98,17 @@ def contained(text: str, *, in_quote: bool = False) -> str:
         # Escaping can end an HTML block early, so fences are found again in what it wrote.
         written = _fences_rewritten(written, in_quote)
     if written is None or not _inert(written, text):
-        if in_quote:
-            return "\n".join(f"    {line}" if line.strip() else "" for line in text.split("\n"))
-        return fenced(text, "text")
-    return _headings_demoted(written)
+        written = _indented(text) if in_quote else verbatim(text, "text")
+    else:
+        written = _headings_demoted(written).strip("\n")
+    if written.startswith("    ") and not in_quote:
+        # Indented code right after a list (the block before, in the same message) would be
+        # read as the list's text: a line of its own ends any list first.
+        written = f"{AS_WRITTEN}\n\n{written}"
+    return written
+
+
+AS_WRITTEN = "*(as written:)*"
 
 
 def _code_lines(tokens) -> set[int]:
@@ -124,7 +145,9 @@ def _fences_rewritten(text: str, in_quote: bool) -> str | None:
                 return None
         elif token.type == "fence":
             first, end = token.map
-            lines[first] = fenced(token.content.removesuffix("\n"), token.info)
+            # Set apart by blank lines: indented code cannot interrupt a paragraph as a fence can.
+            block = verbatim(token.content.removesuffix("\n"), token.info)
+            lines[first] = block if block.startswith("`") else f"\n{block}\n"
             lines[first + 1 : end] = [None] * (end - first - 1)
     return "\n".join(line for line in lines if line is not None)
 
