@@ -27,12 +27,14 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	DJANGO_DEBUG=$${DJANGO_DEBUG:-true} $(PY) manage.py migrate --noinput
 	DJANGO_DEBUG=$${DJANGO_DEBUG:-true} $(VENV)/bin/uvicorn config.asgi:application \
-	  --host 127.0.0.1 --port $(PORT) --lifespan on
+	  --host 127.0.0.1 --port $(PORT) --lifespan on --no-proxy-headers
 
 # Production-style: WORKERS uvicorn processes on one port, PostgreSQL and Redis (the defaults
 # point at local ones). Several processes share conversations through the database and the Redis
 # channel layer, so REDIS_URL is required when WORKERS > 1. Debug is off: DJANGO_SECRET_KEY is
-# taken from the environment, else generated once into .secret_key.
+# taken from the environment, else generated once into .secret_key. Forwarded addresses are
+# believed only from the proxies TRUSTED_PROXIES names (the app reads them, web/forwarded.py; the
+# server rewrites nothing): behind a proxy on this host, TRUSTED_PROXIES=127.0.0.1 make serve.
 serve: $(STAMP)
 	@export DATABASE_URL=$${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/chat} \
 	        REDIS_URL=$${REDIS_URL-redis://127.0.0.1:6379/0} DJANGO_DEBUG=$${DJANGO_DEBUG:-false}; \
@@ -43,7 +45,7 @@ serve: $(STAMP)
 	  export DJANGO_SECRET_KEY=$$(cat .secret_key); fi; \
 	$(PY) manage.py ensure_database && $(PY) manage.py migrate --noinput && \
 	exec $(VENV)/bin/uvicorn config.asgi:application --host $${HOST:-127.0.0.1} --port $(PORT) \
-	  --workers $(WORKERS) --lifespan on --proxy-headers --forwarded-allow-ips "$${FORWARDED_ALLOW_IPS:-127.0.0.1}"
+	  --workers $(WORKERS) --lifespan on --no-proxy-headers
 
 # An admin account for local use (reviewing summaries happens in the admin). Asks for a name and
 # a password; with ADMIN_USER and DJANGO_SUPERUSER_PASSWORD set it asks nothing.

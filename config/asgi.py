@@ -19,20 +19,24 @@ from django.urls import path  # noqa: E402
 
 from turns.engine import lifespan  # noqa: E402
 from web.consumer import ConversationConsumer  # noqa: E402
+from web.forwarded import ForwardedAddresses  # noqa: E402
 from web.origin import SameOriginValidator  # noqa: E402
 
 websocket_urlpatterns = [
     path("ws/conversations/<int:conversation_id>/", ConversationConsumer.as_asgi()),
 ]
 
-application = ProtocolTypeRouter(
-    {
-        "http": django_asgi_app,
-        "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
-        # Servers that speak it (uvicorn): start-up recovery, and a clean shutdown that closes
-        # this process's replies at once.
-        "lifespan": lifespan,
-    }
+# Addresses and schemes first, as the proxies the deployment names say (web/forwarded.py).
+application = ForwardedAddresses(
+    ProtocolTypeRouter(
+        {
+            "http": django_asgi_app,
+            "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+            # Servers that speak it (uvicorn): start-up recovery, and a clean shutdown that closes
+            # this process's replies at once.
+            "lifespan": lifespan,
+        }
+    )
 )
 
 # What is loaded by now (Django, the apps, their modules) lives as long as the process: out of the

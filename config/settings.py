@@ -4,6 +4,7 @@ helpers, which fail loudly on a malformed value). docs/configuration.md lists ev
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import re
 import warnings
 from pathlib import Path
@@ -137,11 +138,13 @@ if REDIS_URL:
                 "hosts": [
                     {
                         "address": REDIS_URL,
-                        # redis-py's default read timeout (5 s) must stay above the layer's
-                        # reads, or an idle socket's read times out and its websocket dies;
-                        # keepalive and health checks still find a dead Redis connection.
-                        "socket_timeout": 30,
-                        "socket_connect_timeout": 5,
+                        # A Redis that accepts connections and never answers is given up on
+                        # within a second per command, not left to hold each action for long
+                        # (the layer reads its subscriptions with timeouts of its own, so an
+                        # idle socket is not cut by this); keepalive and health checks still
+                        # find a dead Redis connection.
+                        "socket_timeout": 1,
+                        "socket_connect_timeout": 1,
                         "socket_keepalive": True,
                         "health_check_interval": 30,
                     }
@@ -195,6 +198,50 @@ if not DEBUG:
     if env_bool("BEHIND_TLS_PROXY", False):
         # Only trust X-Forwarded-Proto when a proxy we control sets it.
         SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+# --- Proxies in front of the app -----------------------------------------------------------
+# Their addresses or networks ("127.0.0.1", "10.0.0.0/8"; "*" any): only from these are
+# X-Forwarded-For and X-Forwarded-Proto believed (web/forwarded.py). Empty: the connection's own
+# address is the client's, so no client can choose the address its per-address limits count.
+TRUSTED_PROXIES = env_list("TRUSTED_PROXIES", "")
+for _proxy in TRUSTED_PROXIES:
+    try:
+        if _proxy != "*":
+            ipaddress.ip_network(_proxy, strict=False)
+    except ValueError:
+        raise ImproperlyConfigured(
+            f"TRUSTED_PROXIES holds {_proxy!r}: give addresses or networks (10.0.0.0/8), or *"
+        ) from None
+# --- Mail (password reset) -----------------------------------------------------------------
+# The mail server that sends password resets: EMAIL_HOST names it (with EMAIL_PORT, the user and
+# password it signs in with, and STARTTLS or implicit TLS). None named: with debug on (`make
+# run`) each mail is printed in the server's output; with debug off, Django's default, a server
+# on this host, and the start-up check warns (web/checks.py): a reset would answer "sent" and
+# the log show a refused connection.
+MAIL_CONFIGURED = bool(env_str("EMAIL_HOST").strip())
+_use_tls = env_bool("EMAIL_USE_TLS", False)  # STARTTLS, usually on port 587
+_use_ssl = env_bool("EMAIL_USE_SSL", False)  # TLS from the start, usually on port 465
+if _use_tls and _use_ssl:
+    raise ImproperlyConfigured("Set EMAIL_USE_TLS (STARTTLS) or EMAIL_USE_SSL, not both")
+MAILERS = {
+    "default": {
+        "BACKEND": "django.core.mail.backends.smtp.EmailBackend",
+        "OPTIONS": {
+            "host": env_str("EMAIL_HOST").strip() or "localhost",
+            "port": env_int("EMAIL_PORT", 25),
+            "username": env_str("EMAIL_HOST_USER"),
+            "password": env_str("EMAIL_HOST_PASSWORD"),
+            "use_tls": _use_tls,
+            "use_ssl": _use_ssl,
+            # A mail server that does not answer must not hold a request's worker for long.
+            "timeout": env_int("EMAIL_TIMEOUT", 10),
+        },
+    }
+}
+if DEBUG and not MAIL_CONFIGURED:
+    MAILERS["default"] = {"BACKEND": "django.core.mail.backends.console.EmailBackend"}
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "webmaster@localhost")
+SERVER_EMAIL = DEFAULT_FROM_EMAIL
+
 SESSION_COOKIE_HTTPONLY = True
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"

@@ -20,6 +20,8 @@ from channels.exceptions import ChannelFull
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 from django.conf import settings
 
+from core import runtime
+
 log = logging.getLogger(__name__)
 
 
@@ -39,13 +41,61 @@ def control_group(conversation_id: int) -> str:
     return f"conversation-{conversation_id}-control"
 
 
+def outage(exc: BaseException) -> None:
+    """The layer failed: said once when an outage starts, not a traceback per frame, socket and
+    retry (each is a debug line); `answered` says when it ends."""
+    here = runtime.current()
+    if here.layer_down_since is None:
+        here.layer_down_since = time.monotonic()
+        log.warning("the channel layer (Redis) is down: %s", _reason(exc))
+    else:
+        log.debug("the channel layer (Redis) is still down: %s", _reason(exc))
+
+
+def answered() -> None:
+    """The layer answered: an outage, if there was one, has ended."""
+    here = runtime.current()
+    if here.layer_down_since is not None:
+        down = time.monotonic() - here.layer_down_since
+        here.layer_down_since = None
+        log.warning("the channel layer (Redis) is back after %.0f s", down)
+
+
+def _reason(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+FAILURES = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
+
+
+def failure_of(exc: BaseException | None) -> BaseException | None:
+    """The failure to reach Redis behind `exc` (it or one of its causes), if that is what it is."""
+    seen = 0
+    while exc is not None and not isinstance(exc, FAILURES) and seen < 10:
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return exc if isinstance(exc, FAILURES) else None
+
+
+class OutageLog(logging.Filter):
+    """On channels_redis's loggers: a connection failure it logs with a traceback (its receive
+    task, once a second while Redis is down; each socket's clean-up) is the outage, said once."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        failure = failure_of(record.exc_info[1] if record.exc_info else None)
+        if failure is None:
+            return True
+        outage(failure)
+        return False
+
+
 async def end_sessions(user_id: int) -> None:
     """Close every socket of the user, in every process (they logged out, or changed their
     password). A tab whose session is still valid reconnects at once; the others cannot."""
     try:
         await get_channel_layer().group_send(user_group(user_id), {"type": "session.end"})
-    except Exception:
-        log.exception("could not end the sockets of user %s", user_id)
+    except Exception as exc:
+        outage(exc)
+        log.warning("could not end the sockets of user %s at once", user_id)
 
 
 async def stop(conversation_id: int, seq: int | None = None) -> None:
@@ -57,8 +107,9 @@ async def stop(conversation_id: int, seq: int | None = None) -> None:
             control_group(conversation_id),
             {"type": "turn.stop", "conversation": conversation_id, "seq": seq},
         )
-    except Exception:
-        log.warning("could not send Stop for conversation %s at once", conversation_id)
+    except Exception as exc:
+        outage(exc)
+        log.debug("Stop for conversation %s goes by the heartbeat", conversation_id)
 
 
 async def identity() -> str | None:
@@ -70,15 +121,18 @@ async def identity() -> str | None:
         return "memory"
     try:
         async with redis.asyncio.Redis.from_url(
-            settings.REDIS_URL, socket_connect_timeout=2, socket_timeout=2
+            settings.REDIS_URL, socket_connect_timeout=1, socket_timeout=1
         ) as client:
             try:
-                return (await client.info("server"))["run_id"]
+                found = (await client.info("server"))["run_id"]
             except redis.exceptions.ResponseError:  # INFO refused (an ACL, a managed Redis)
                 await client.ping()
-                return "answering"  # a restart goes unseen; an outage does not
-    except Exception:
+                found = "answering"  # a restart goes unseen; an outage does not
+    except Exception as exc:
+        outage(exc)
         return None
+    answered()
+    return found
 
 
 async def reachable() -> bool:
@@ -86,9 +140,10 @@ async def reachable() -> bool:
     round trip to Redis; nothing at all in memory)."""
     try:
         await get_channel_layer().group_send("reachable", {"type": "reachable"})
-    except Exception:
-        log.warning("the channel layer is not reachable", exc_info=log.isEnabledFor(logging.DEBUG))
+    except Exception as exc:
+        outage(exc)
         return False
+    answered()
     return True
 
 

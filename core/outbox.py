@@ -36,5 +36,6 @@ async def send(conversation_id: int, *events) -> None:
         await get_channel_layer().group_send(
             channel_layer.conversation_group(conversation_id), {"type": "chat.html", "html": frame}
         )
-    except Exception as exc:  # Redis down: once per frame, so a line, not a traceback
-        log.warning("could not send a frame to conversation %s: %r", conversation_id, exc)
+    except Exception as exc:  # Redis down: said once for the outage, not once per frame
+        channel_layer.outage(exc)
+        log.debug("could not send a frame to conversation %s", conversation_id)

@@ -98,6 +98,8 @@ class Runtime:
         # The heartbeat and sweep (turns/engine.py) start with the first socket or turn;
         # a test that runs the queue's recovery itself switches them off.
         self.background = True
+        # Since when the channel layer (Redis) has failed, said once (core/channel_layer.py).
+        self.layer_down_since: float | None = None
         self._slots: dict[str, threading.BoundedSemaphore] = {}
         self._lock = threading.Lock()
         self._database: Any = None  # core/db.py's threads, made on first use

@@ -69,7 +69,9 @@ class Server:
     def start(self, timeout: float = 30) -> Server:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "uvicorn", "config.asgi:application", "--host", "127.0.0.1"]
-            + ["--port", str(self.port), "--lifespan", "on", "--no-access-log"],
+            + ["--port", str(self.port), "--lifespan", "on", "--no-access-log"]
+            # As `make serve`: addresses are the app's to read (web/forwarded.py).
+            + ["--no-proxy-headers"],
             cwd=ROOT,
             env=self.env,
             stdout=self.log,

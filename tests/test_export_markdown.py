@@ -277,7 +277,7 @@ def test_verbatim_parts_sit_in_fences_longer_than_any_backticks_inside(client, a
 
 
 def test_inline_values_are_escaped():
-    assert safe_markdown.inline("a *b*\n<i>#1</i>") == r"a \*b\* \<i\>\#1\</i\>"
+    assert safe_markdown.inline("a *b*\n<i>#1</i>") == r"a \*b\* &lt;i&gt;\#1&lt;/i&gt;"
     assert safe_markdown.code_span("a`b") == "``a`b``"
     assert safe_markdown.code_span("`edge`") == "`` `edge` ``"
 

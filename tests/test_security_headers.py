@@ -25,6 +25,7 @@ PRODUCTION_PROFILE = {
     "SECURE_HSTS_SECONDS": "31536000",
     "SECURE_HSTS_INCLUDE_SUBDOMAINS": "true",
     "SECURE_HSTS_PRELOAD": "true",
+    "EMAIL_HOST": "smtp.example.com",  # password reset mails somewhere (web.W001 otherwise)
 }
 # Set by CI or a developer's shell; none may leak into the profile under test.
 LEAKY_ENV = ["SECURE_COOKIES", "DJANGO_SETTINGS_MODULE", "DJANGO_CSRF_TRUSTED_ORIGINS"]

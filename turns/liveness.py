@@ -44,7 +44,8 @@ async def watch_reply(reply, task: asyncio.Task) -> None:
     except Exception as exc:
         # Redis down: the reply streams all the same, and a Stop reaches it through the
         # database at the next beat. Joined at the next reply.
-        log.warning("Stop of conversation %s goes by the heartbeat: %r", conversation_id, exc)
+        channel_layer.outage(exc)
+        log.debug("Stop of conversation %s goes by the heartbeat", conversation_id)
         return
     here.listening[conversation_id] = time.monotonic()
 

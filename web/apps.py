@@ -1,3 +1,5 @@
+import logging
+
 from django.apps import AppConfig
 
 
@@ -10,11 +12,17 @@ class WebConfig(AppConfig):
     def ready(self) -> None:
         from django.core.signals import request_finished
 
-        from core import db, runtime
+        from core import channel_layer, db, runtime
         from render import frames
-        from web import sessions
+        from web import checks, sessions  # noqa: F401 (checks register themselves on import)
+        from web.consumer import MalformedFrames
 
         # Every frame the outbox sends is rendered here, in the web room (core/outbox.py).
         runtime.start(render=frames.render)
         request_finished.connect(db.close_after_request, dispatch_uid="chat-close-after-request")
         sessions.connect()
+        # A client's malformed frame and a Redis outage are one line each, not a traceback per
+        # frame and per retry (web/consumer.py, core/channel_layer.py).
+        logging.getLogger("uvicorn.error").addFilter(MalformedFrames())
+        for name in ("channels_redis.pubsub", "channels_redis.core"):
+            logging.getLogger(name).addFilter(channel_layer.OutageLog())

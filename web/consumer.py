@@ -41,17 +41,33 @@ LAYER_DOWN_NOTICE = (
 )
 
 
+class MalformedFrames(logging.Filter):
+    """On the server's logger (uvicorn.error): a text frame that is not UTF-8 never reaches the
+    consumer; the server closes the socket (1007) and logs an ERROR with a traceback, for what
+    is a client's mistake. One WARNING line instead, like a frame that is not JSON."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if str(record.msg).startswith("Invalid UTF-8 sequence received from client"):
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+            record.msg, record.args = "refused a frame that was not valid UTF-8 (closed 1007)", ()
+            record.exc_info = record.exc_text = None
+        return True
+
+
 class ConversationConsumer(AsyncWebsocketConsumer):
     async def __call__(self, scope, receive, send) -> None:
         try:
             await super().__call__(scope, receive, send)
-        except Exception:
+        except Exception as exc:
             # The layer names this socket's channel before `connect` runs: with Redis down that
             # fails first. Refuse the handshake as `connect` would, rather than with a 500 and
-            # a traceback per retry of every tab.
-            if await channel_layer.reachable():
+            # a traceback per retry of every tab. A failure to reach Redis says so itself (a
+            # hung Redis is not asked twice); anything else is checked with one round trip.
+            if channel_layer.failure_of(exc) is not None:
+                channel_layer.outage(exc)
+            elif await channel_layer.reachable():
                 raise
-            log.warning("refused a socket: the channel layer is not reachable")
+            log.debug("refused a socket: the channel layer is not reachable")
             await send({"type": "websocket.close", "code": LAYER_DOWN})
 
     async def connect(self) -> None:
@@ -98,8 +114,8 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             try:
                 await self.channel_layer.group_discard(self.group, self.channel_name)
                 await self.channel_layer.group_discard(self.user_group, self.channel_name)
-            except Exception:  # Redis is down: its groups' members expire there by themselves
-                log.info("left the groups of a closed socket to expire (layer unreachable)")
+            except Exception as exc:  # Redis is down: its groups' members expire there
+                channel_layer.outage(exc)
 
     async def receive(self, text_data=None, bytes_data=None) -> None:
         if text_data is None:
@@ -110,7 +126,8 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             )
         try:
             frame = json.loads(text_data)
-        except ValueError:
+        except ValueError as exc:
+            log.warning("refused a frame that was not valid JSON (user %s): %s", self.user.pk, exc)
             return await self.refuse("That frame was not valid JSON.")
         if not isinstance(frame, dict):
             return await self.refuse("That frame was not a JSON object.")

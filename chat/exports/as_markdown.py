@@ -12,7 +12,7 @@ import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
 
-from chat.exports.safe_markdown import code_span, contained, fenced, inline, quoted
+from chat.exports.safe_markdown import code_span, contained, inline, quoted, verbatim
 from chat.models import Conversation, Message, Pin, duration
 from chat.transcript import SHOWN_BOUNDARIES, current_branch
 from compaction.models import Compaction
@@ -48,7 +48,7 @@ def conversation_markdown(conversation: Conversation) -> Iterator[str]:
     yield f"- Exported: {_when(datetime.now(UTC))}\n\n"
     yield "## System prompt\n\n"
     if conversation.system_prompt.strip():
-        yield fenced(conversation.system_prompt, "text") + "\n\n"
+        yield verbatim(conversation.system_prompt, "text") + "\n\n"
     else:
         yield "*(none)*\n\n"
     yield "## Transcript\n\n"
@@ -138,12 +138,12 @@ def _block(block: dict, names: dict, runs: dict) -> str:
         took = duration((runs.get(block.get("id")) or {}).get("ms"))
         took = f" ({took})" if took else ""
         arguments = json.dumps(block.get("input", {}), indent=2, ensure_ascii=False)
-        return f"**Tool call** {code_span(name)}{took}, input:\n\n{fenced(arguments, 'json')}"
+        return f"**Tool call** {code_span(name)}{took}, input:\n\n{verbatim(arguments, 'json')}"
     if kind == "tool_result":
         name = names.get(block.get("tool_use_id"))
         of = f" of {code_span(name)}" if name else ""
         label = "Tool error" if block.get("is_error") else "Tool result"
-        return f"**{label}**{of}:\n\n{fenced(block_text(block), 'text')}"
+        return f"**{label}**{of}:\n\n{verbatim(block_text(block), 'text')}"
     meta = file_of(block)
     if meta is not None:  # named, never its bytes (export.json holds them); its name as code
         return f"**File** {code_span(file_label(meta))}"
@@ -179,7 +179,11 @@ def divider(row: Compaction) -> str:
     )
     if row.instructions:
         body += f" Instructions: {inline(row.instructions)}"
-    summary = quoted(contained(row.summary)) if row.summary.strip() else "> *(no summary text)*"
+    summary = (
+        quoted(contained(row.summary, in_quote=True))
+        if row.summary.strip()
+        else "> *(no summary text)*"
+    )
     return f"---\n\n{head}\n\n{body}\n\n{summary}\n\n---\n\n"
 
 

@@ -45,6 +45,7 @@ def server_argv(port: int) -> list[str]:
         str(port),
         "--lifespan",
         "on",
+        "--no-proxy-headers",
     ]
 
 
