@@ -10,6 +10,7 @@ and a value out of bounds is refused with a sentence saying why, never stored.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -83,7 +84,7 @@ def _thinking_budget(raw: str | None) -> int:
     if not raw:
         return DEFAULT_THINKING_BUDGET
     low, high = THINKING_RANGE
-    if not raw.isdigit() or not low <= int(raw) <= high:
+    if not re.fullmatch(r"[0-9]{1,9}", raw) or not low <= int(raw) <= high:
         raise ActionError(
             f"The thinking budget must be a whole number of tokens from {low:,} to {high:,}."
         )

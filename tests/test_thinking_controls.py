@@ -104,8 +104,8 @@ def test_a_thinking_declaration_that_is_not_true_or_false_stops_start_up():
     ("chosen", "room", "expected"),
     [
         (2048, 100_000, (2048, 2048 + 4096)),  # the budget, and the answer's room beside it
-        (8000, 5000, (4999, 5000)),  # the window's room caps both, the budget under max_tokens
-        (2048, 1024, (None, 1024)),  # no room for the API's least: no thinking this request
+        (8000, 7000, (2904, 7000)),  # the window's room: the budget shrinks, the answer keeps 4096
+        (2048, 5000, (None, 4096)),  # no room for the API's least beside the answer: no thinking
         (None, 100_000, (None, 4096)),  # switched off
     ],
 )
@@ -113,5 +113,29 @@ def test_each_request_thinks_within_its_windows_room(models, settings, chosen, r
     from turns.thinking import limits
 
     settings.CHAT_MAX_TOKENS = 4096
-    assert limits("thinker", chosen, room) == expected
-    assert limits("plain", chosen, room) == (None, min(4096, room))  # a model that never thinks
+    asked = [{"role": "user", "content": [{"type": "text", "text": "Hi"}]}]
+    assert limits("thinker", chosen, room, asked) == expected
+    assert limits("plain", chosen, room, asked) == (None, min(4096, room))  # never thinks
+
+
+def test_a_request_going_on_with_a_turn_that_did_not_think_does_not_think(models, settings):
+    """A turn stopped at TOOL_STEP_LIMIT, then "go on": its tool results and the new words are
+    one user message answering an assistant message whose thinking was left out (an earlier
+    turn's). The API refuses thinking there; the turn's own next step, thinking first, may."""
+    from turns.thinking import limits, may_think
+
+    settings.CHAT_MAX_TOKENS = 4096
+    use = {"type": "tool_use", "id": "t1", "name": "search_history", "input": {}}
+    result = {"type": "tool_result", "tool_use_id": "t1", "content": "found"}
+    go_on = {"type": "text", "text": "go on"}
+    thought = {"type": "thinking", "thinking": "Let me look.", "signature": "sig"}
+    unthought = [
+        {"role": "user", "content": [{"type": "text", "text": "Find it"}]},
+        {"role": "assistant", "content": [use]},
+        {"role": "user", "content": [result, go_on]},
+    ]
+    assert not may_think(unthought)
+    assert limits("thinker", 2048, 100_000, unthought) == (None, 4096)
+    thinking_step = [*unthought[:1], {"role": "assistant", "content": [thought, use]}]
+    assert may_think([*thinking_step, {"role": "user", "content": [result]}])
+    assert may_think(unthought[:1])

@@ -169,7 +169,7 @@ async def _stream(turn: transitions.Turn, received: _Received, relay: DeltaRelay
         if file_blocks.names_files(messages):  # their bytes, read from storage
             messages = await db.run(file_blocks.for_request, messages, context.owner_id)
         thinking_budget, max_tokens = thinking.limits(
-            model, turn.conversation.thinking_budget, budget.total - used
+            model, turn.conversation.thinking_budget, budget.total - used, messages
         )
         request = Request(
             model=model,
@@ -298,7 +298,10 @@ async def _close(turn, streaming, relay, received: _Received, status, error, goi
         usage=received.spent,  # billed for every step, however the turn ended
         # The last step's input holds every step before it: with its output, the window's
         # size after the turn, as the server counted it.
-        window_tokens=final.usage.window_tokens if final else None,
+        # Less its thinking, which no later request carries.
+        window_tokens=thinking.carried(final.usage.window_tokens, received.content())
+        if final
+        else None,
         error=error or (received.note if status == Message.Status.COMPLETE else ""),
         model=final.model if final else "",
         tool_runs=received.runs,

@@ -57,13 +57,16 @@ async def follow(claim: transitions.Claim, conversation_id: int) -> transitions.
     take its owner's lock) is made now; a queued reply waiting for a place says why where the
     person looks, and is kicked when one of its owner's replies ends here; one that starts
     after waiting clears that line."""
+    await show_recovered(claim.recovered)
     if claim.again:
         claim = await hold(db.run(claiming.claim_next, conversation_id))
-    await show_recovered(claim.recovered)
+        await show_recovered(claim.recovered)
     if claim.waiting is not None:
         owner, running = claim.waiting
         places.remember(owner, conversation_id)
         await outbox.send(conversation_id, Progress(places.waiting_text(running)))
-    elif isinstance(claim.step, transitions.Turn) and places.forget(conversation_id):
+    elif isinstance(claim.step, transitions.Turn):
+        # Whichever process said "Waiting", the line goes when the reply starts.
+        places.forget(conversation_id)
         await outbox.send(conversation_id, Progress(""))
     return claim.step

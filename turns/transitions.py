@@ -40,7 +40,7 @@ from compaction.models import Compaction
 from compaction.window_state import WindowState, budget_for
 from core.clean import number
 from core.errors import ActionError
-from providers.blocks import files, without_empty_text
+from providers.blocks import files, without_empty_text, without_thinking
 from providers.tokens import estimate_content, estimate_text
 from providers.values import Usage
 from turns import places, sql
@@ -404,7 +404,7 @@ def finished(
     return replace_message(
         turn.reply,
         content=content,
-        tokens=estimate_content(content),
+        tokens=estimate_content(without_thinking(content)),  # what later windows carry
         status=status,
         error=error,
         model=model or turn.reply.model,

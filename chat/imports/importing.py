@@ -16,10 +16,9 @@ This app's export comes back whole, one or a list (chat/imports/bundle.py): vers
 on screen, pins, compactions, dates and the window's figures (docs/imports.md). ChatGPT's keep
 their dates, every version and the branch on screen (chat/imports/chatgpt.py).
 
-Real exports are untidy (a conversation opening with the assistant, two messages of one role in
-a row): the transcript keeps them as they were, and the window (compaction/assembly.py) makes
-every request valid. A conversation longer than the budget compacts before its first request,
-as any conversation does.
+Real exports are untidy (opening with the assistant, two messages of one role in a row): the
+transcript keeps them as they were, and the window (compaction/assembly.py) makes every request
+valid. One longer than the budget compacts before its first request, as any conversation does.
 """
 
 from __future__ import annotations
@@ -440,7 +439,8 @@ def finish(run: Import, staging: Staging) -> None:
                 created_at=created,
                 updated_at=updated,
             )
-            _unpin_folded(row)
+            if staged.boundaries:  # else nothing was folded (a ChatGPT conversation)
+                _unpin_folded(row)
         Conversation.objects.filter(importing=run).update(deleted_at=None, importing=None)
         Import.objects.filter(pk=run.pk).delete()
 
