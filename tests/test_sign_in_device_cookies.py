@@ -90,3 +90,19 @@ def test_the_per_address_limit_stays(alice):
         "/accounts/login/", {"username": "alice", "password": PASSWORD}, REMOTE_ADDR="203.0.113.9"
     )
     assert "Too many attempts" in answer.content.decode()
+
+
+def test_the_admins_own_sign_in_page_gives_a_device_cookie_too():
+    """An admin signing in at /admin/login/ keeps an allowance of their own: else a stranger
+    guessing that password would lock the admin out, the case the cookies are for."""
+    from django.contrib.auth import get_user_model
+
+    get_user_model().objects.create_superuser("root", password="root-password-1")
+    browser = Client()
+    answer = browser.post(
+        "/admin/login/",
+        {"username": "root", "password": "root-password-1", "next": "/admin/"},
+        REMOTE_ADDR=next(addresses),
+    )
+    assert answer.status_code == 302
+    assert device_cookies.COOKIE in browser.cookies

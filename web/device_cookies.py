@@ -15,10 +15,28 @@ import secrets
 
 from django.conf import settings
 from django.core import signing
+from django.utils.deprecation import MiddlewareMixin
 
 COOKIE = "device"
 SALT = "web.device_cookies"
 MAX_AGE = 365 * 24 * 3600  # a year: the browser keeps its allowance between sign-ins
+
+
+def signed_in(sender, request, user, **kwargs) -> None:
+    """Every sign-in (the sign-in page, a sign-up, the admin's own page): its response gives
+    the browser a device cookie (`DeviceCookieMiddleware`), whichever view signed it in."""
+    if request is not None:
+        request.device_user = user.get_username()
+
+
+class DeviceCookieMiddleware(MiddlewareMixin):
+    """Sets the cookie on the response of a request that signed someone in (`signed_in`)."""
+
+    def process_response(self, request, response):
+        username = getattr(request, "device_user", None)
+        if username:
+            issue(response, username)
+        return response
 
 
 def issue(response, username: str) -> None:

@@ -65,14 +65,10 @@ class LimitedAdminLoginForm(FailuresLimited, AdminAuthenticationForm):
 
 
 class LimitedLoginView(LoginView):
-    """Django's sign-in, counting failures; a browser that signs in gets a device cookie."""
+    """Django's sign-in, counting failures (a browser that signs in gets a device cookie, as
+    every sign-in does: web/device_cookies.py)."""
 
     authentication_form = LimitedLoginForm
-
-    def form_valid(self, form):
-        response = super().form_valid(form)
-        device_cookies.issue(response, form.get_user().get_username())
-        return response
 
 
 class LimitedPasswordResetForm(PasswordResetForm):
@@ -126,9 +122,7 @@ def signup(request: HttpRequest) -> HttpResponse:
                 if form.is_valid():
                     user = form.save()
                     login(request, user, backend="django.contrib.auth.backends.ModelBackend")
-                    response = redirect("home")
-                    device_cookies.issue(response, user.get_username())
-                    return response
+                    return redirect("home")
             except IntegrityError:  # the same name, created at the same moment by another
                 form.add_error("username", "A user with that username already exists.")
             give_back_signup(request)
