@@ -111,8 +111,8 @@ async def test_a_5_mb_message_is_summarised_through_requests_that_each_fit_the_b
     ws = socket_for(alice, conversation.pk)
     await ws.connect()
     await ws.send_to(text_data=json.dumps({"action": "send", "message": "What did it say?"}))
-    await receive_until(ws, reply_done(10), timeout=30)
-    await settle(conversation.pk, timeout=30)
+    await receive_until(ws, reply_done(10), timeout=90)
+    await settle(conversation.pk, timeout=90)
     await ws.disconnect()
     assert fake_anthropic.invalid == []
     row = await Compaction.objects.aget(conversation=conversation)
