@@ -84,6 +84,7 @@
   var stickToBottom = true;
   function noteScroll() {
     stickToBottom = window.innerHeight + window.scrollY >= document.body.scrollHeight - 80;
+    document.documentElement.classList.toggle("scrolled-up", !stickToBottom); // for place.js
   }
   function scrollDown() { if (stickToBottom) window.scrollTo(0, document.body.scrollHeight); }
 
