@@ -6,6 +6,11 @@
 
   function scrolledUp() { return document.documentElement.classList.contains("scrolled-up"); }
 
+  // A conversation's page opens on its newest messages (chat.js scrolls there when it is
+  // ready). The browser's own restoring of a reloaded page's scroll comes later, after the load,
+  // and on a phone it may land a few hundred pixels up, the newest message below the composer.
+  if (document.getElementById("chat-root")) history.scrollRestoration = "manual";
+
   // --- Newest ↓ ---------------------------------------------------------------------------------
 
   // Something new arrived below while the person reads above: say so once (the button is there).

@@ -143,9 +143,20 @@ def test_the_list_is_a_drawer_behind_a_menu_button_on_a_phone(screen, account):
     expect(last).to_be_in_viewport()
     expect(page.locator("#show-sidebar")).to_have_attribute("aria-expanded", "true")
 
+    # The keyboard stays in the open drawer: back from its first control to its last, and on
+    # from there to the first again; the page under it is out of reach.
+    page.locator("#hide-sidebar").focus()
+    page.keyboard.press("Shift+Tab")
+    assert page.evaluate("document.activeElement.closest('#sidebar') !== null")
+    expect(page.locator("#hide-sidebar")).not_to_be_focused()
+    page.keyboard.press("Tab")
+    expect(page.locator("#hide-sidebar")).to_be_focused()
+    assert page.evaluate("document.getElementById('main').inert")
+
     page.keyboard.press("Escape")
     drawer_closed(page)
     expect(page.locator("#show-sidebar")).to_be_focused()
+    assert not page.evaluate("document.getElementById('main').inert")
     # The transcript under it did not move.
     expect(page.locator("#transcript .message").last).to_be_in_viewport()
 
@@ -221,3 +232,43 @@ def test_the_drawer_passes_axe(screen):
         open_drawer(page)
         audit(page, "drawer open")
     audit.assert_clean()
+
+
+def test_the_home_page_has_the_same_drawer(screen, account, fast_server, tmp_path):
+    """The home's composer first, on a phone as on a desktop; its list behind the same ☰."""
+    page, phone = screen
+    page.goto(f"{fast_server}/")
+    message = page.locator("#home-composer #message-input")
+    expect(page.get_by_role("heading", name="Start a conversation")).to_be_in_viewport()
+    expect(message).to_be_in_viewport(ratio=1)
+    expect(message).to_be_focused()
+    audit = Audit()
+    if not phone:
+        expect(page.locator("#show-sidebar")).to_be_hidden()
+        expect(page.locator(".sidebar .sidebar-row > a").first).to_be_in_viewport()
+        audit(page, "home")
+        audit.assert_clean()
+        return
+
+    drawer_closed(page)
+    open_drawer(page)
+    for part in (".import-form", "#search-all", ".sidebar-row > a"):
+        expect(page.locator(f".sidebar {part}").first).to_be_in_viewport()
+    page.screenshot(path=str(tmp_path / "home-drawer.png"))
+    page.keyboard.press("Shift+Tab")
+    assert page.evaluate("document.activeElement.closest('#sidebar') !== null")
+    page.keyboard.press("Escape")
+    drawer_closed(page)
+    expect(page.locator("#show-sidebar")).to_be_focused()
+    expect(message).to_be_in_viewport(ratio=1)
+
+    open_drawer(page)
+    audit(page, "home, drawer open")
+    audit.assert_clean()
+    # Its list leads on, as on a conversation's page.
+    other = page.locator(f'.sidebar .sidebar-row > a[href="{account["other"]}"]')
+    other.scroll_into_view_if_needed()
+    other.tap()
+    page.wait_for_url(f"**{account['other']}")
+    wait_socket(page)
+    drawer_closed(page)
