@@ -138,7 +138,7 @@
   function showLinkedMessage() {
     var hit = location.hash && document.getElementById(location.hash.slice(1));
     if (hit) { stickToBottom = false; reveal(hit); }
-    else window.scrollTo(0, document.body.scrollHeight);
+    else if (root()) window.scrollTo(0, document.body.scrollHeight); // a conversation, not search
   }
 
   // --- A dropped socket -----------------------------------------------------------------------

@@ -272,3 +272,22 @@ def test_the_home_page_has_the_same_drawer(screen, account, fast_server, tmp_pat
     page.wait_for_url(f"**{account['other']}")
     wait_socket(page)
     drawer_closed(page)
+
+
+def test_the_search_page_opens_on_its_results_with_the_list_behind_the_same_menu(
+    screen, fast_server
+):
+    page, phone = screen
+    page.goto(f"{fast_server}/search/?q=harbour")
+    expect(page.locator(".search-count")).to_contain_text("harbour")
+    expect(page.locator(".search-hit").first).to_be_in_viewport(ratio=1)
+    if not phone:
+        expect(page.locator("#show-sidebar")).to_be_hidden()
+        expect(page.locator(".sidebar .new-conversation")).to_be_in_viewport()
+        return
+    drawer_closed(page)
+    open_drawer(page)
+    expect(page.locator(".sidebar .sidebar-row > a").first).to_be_in_viewport()
+    page.keyboard.press("Escape")
+    drawer_closed(page)
+    expect(page.locator("#show-sidebar")).to_be_focused()
