@@ -23,7 +23,16 @@
   }
   function setInert(on) { beside().forEach(function (el) { el.inert = on; }); }
 
+  // Marked while it opens or closes, the only time it slides (reach.css).
+  var sliding = 0;
+  function slide() {
+    root().classList.add("sliding");
+    clearTimeout(sliding);
+    sliding = setTimeout(function () { root().classList.remove("sliding"); }, 300);
+  }
+
   function open() {
+    slide();
     root().classList.add("sidebar-open");
     toggle().setAttribute("aria-expanded", "true");
     setInert(true);
@@ -32,6 +41,7 @@
   function close(refocus) {
     if (!isOpen()) return;
     var hadFocus = drawer().contains(document.activeElement);
+    slide();
     root().classList.remove("sidebar-open");
     setInert(false);
     toggle().setAttribute("aria-expanded", "false");
