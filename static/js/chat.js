@@ -84,6 +84,7 @@
   var stickToBottom = true;
   function noteScroll() {
     stickToBottom = window.innerHeight + window.scrollY >= document.body.scrollHeight - 80;
+    document.documentElement.classList.toggle("scrolled-up", !stickToBottom); // for place.js
   }
   function scrollDown() { if (stickToBottom) window.scrollTo(0, document.body.scrollHeight); }
 
@@ -137,7 +138,7 @@
   function showLinkedMessage() {
     var hit = location.hash && document.getElementById(location.hash.slice(1));
     if (hit) { stickToBottom = false; reveal(hit); }
-    else window.scrollTo(0, document.body.scrollHeight);
+    else if (root()) window.scrollTo(0, document.body.scrollHeight); // a conversation, not search
   }
 
   // --- A dropped socket -----------------------------------------------------------------------

@@ -247,8 +247,17 @@ def chat(user_context, server):
     return page
 
 
+def reach_list(page) -> None:
+    """Bring the conversation list on screen as a person would: on a phone's conversation page
+    it is a drawer behind ☰ (one tap); elsewhere it is on the page already."""
+    toggle = page.locator("#show-sidebar")
+    if toggle.count() and toggle.is_visible() and toggle.get_attribute("aria-expanded") != "true":
+        toggle.click()
+
+
 def new_conversation(page) -> None:
     # The empty page offers a second one in its body; the sidebar's is always there.
+    reach_list(page)
     page.get_by_role("button", name="+ New conversation").first.click()
     page.wait_for_url("**/conversations/*/")
     wait_socket(page)

@@ -66,9 +66,10 @@ def leave_panel(page) -> None:
 
 def import_file(page, server: str, path) -> None:
     """Import a file as a person does, from the home page's form, and wait for its conversation."""
-    from .conftest import wait_socket
+    from .conftest import reach_list, wait_socket
 
     page.goto(f"{server}/")
+    reach_list(page)
     form = page.locator(".import-form")
     form.locator("input[type=file]").set_input_files(path)
     form.get_by_role("button", name="Import", exact=True).click()

@@ -311,7 +311,7 @@ def test_a_second_tab_sees_the_reply_stream(chat, user_context):
 
 
 def test_screenshot_for_the_readme(browser, server, tmp_path):
-    """The README's four pictures, taken into a scratch folder; into the folder
+    """The README's five pictures, taken into a scratch folder; into the folder
     README_SCREENSHOTS names when it is set (`make screenshots`: the repository's screenshots/)."""
     out = Path(os.environ.get("README_SCREENSHOTS") or tmp_path)
     out.mkdir(parents=True, exist_ok=True)
@@ -320,6 +320,7 @@ def test_screenshot_for_the_readme(browser, server, tmp_path):
         out / "chat-mobile.png",
         out / "model-view.png",
         out / "versions.png",
+        out / "drawer-mobile.png",
     ]
     for shot in shots:
         shot.unlink(missing_ok=True)
@@ -377,6 +378,11 @@ def test_screenshot_for_the_readme(browser, server, tmp_path):
             wait_socket(on_phone)
             expect(on_phone.locator("#composer")).to_be_in_viewport()
             on_phone.screenshot(path=shots[1])
+            # The conversation list, in its drawer behind ☰, slid all the way in.
+            on_phone.locator("#show-sidebar").tap()
+            expect(on_phone.locator("#sidebar .sidebar-row.current")).to_be_in_viewport()
+            on_phone.wait_for_function("() => !document.getAnimations().length")
+            on_phone.screenshot(path=shots[4])
         finally:
             phone.close()
         page.click("#show-model-view")

@@ -20,6 +20,7 @@ from .conftest import (
     message_ids,
     new_context,
     new_conversation,
+    reach_list,
     send,
     serve,
     signup,
@@ -169,6 +170,7 @@ def send_text(page, text: str) -> None:
 
 def choose_file(page, name: str, content: bytes):
     """Choose a file in the sidebar's import form; the form."""
+    reach_list(page)
     form = page.locator(".import-form")
     form.locator("input[type=file]").set_input_files(
         files=[{"name": name, "mimeType": "application/json", "buffer": content}]

@@ -8,6 +8,7 @@ reads what is on screen there; no Content-Security-Policy refusal is allowed alo
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -254,6 +255,10 @@ def test_code_tool_results_and_the_model_view_render_as_read(screen, rendered, t
     # with its result, not "no result" and a separate tool bubble.
     page.click("#show-model-view")
     view = page.locator("#model-view")
+    # In, and settled: the page keeps the reader's place then (static/js/place.js), and only
+    # after that does a person scroll to what they look for.
+    expect(view.locator(".model-view-head")).to_be_visible()
+    expect(view).not_to_have_class(re.compile(r"\bhtmx-settling\b"))
     summary = view.locator(".window-message").first.locator(".window-summary")
     on_screen(summary.locator(".tool-label"))
     expect(summary.locator(".tool-label")).to_have_text("Summary of the earlier turns")
