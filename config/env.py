@@ -108,14 +108,16 @@ def env_mcp_servers(name: str) -> dict[str, dict]:
     return servers
 
 
-MODEL_KEYS = {"id", "label", "context", "thinking"}
+MODEL_KEYS = {"id", "label", "context", "thinking", "output"}
 
 
 def env_models(name: str) -> list[dict]:
     """The models people may pick, as JSON: [{"id": "claude-sonnet-5", "label": "Claude Sonnet
     5", "context": 200000}, ...]. Only "id" is required; "label" defaults to the id and
     "context" (the window's budget in tokens) to CONTEXT_BUDGET_TOKENS or the provider's own
-    window; "thinking": true offers extended thinking on it (default false). Returned
+    window; "thinking": true offers extended thinking on it (default false); "output" is the
+    most tokens one answer of it may hold, thinking included (its max_tokens; default none
+    beyond the window's room). Returned
     normalised, in the order given (the picker's order)."""
     raw = env_str(name).strip()
     if not raw:
@@ -136,7 +138,7 @@ def env_models(name: str) -> list[dict]:
         if unknown:
             raise ImproperlyConfigured(
                 f"{where} has unknown keys {', '.join(unknown)} "
-                "(known: id, label, context, thinking)"
+                "(known: id, label, context, thinking, output)"
             )
         model_id = model.get("id")
         # The id is stored on each conversation (a 100-character column).
@@ -160,7 +162,20 @@ def env_models(name: str) -> list[dict]:
             raise ImproperlyConfigured(
                 f'{where}: "thinking" must be true or false, got {thinking!r}'
             )
+        output = model.get("output")
+        if output is not None and (
+            isinstance(output, bool) or not isinstance(output, int) or output < 1
+        ):
+            raise ImproperlyConfigured(
+                f'{where}: "output" must be a whole number of tokens, got {output!r}'
+            )
         parsed.append(
-            {"id": model_id, "label": label.strip(), "context": context, "thinking": thinking}
+            {
+                "id": model_id,
+                "label": label.strip(),
+                "context": context,
+                "thinking": thinking,
+                "output": output,
+            }
         )
     return parsed

@@ -71,6 +71,12 @@ def context_budget(model: str) -> int:
     return settings.CONTEXT_BUDGET_TOKENS or capabilities(model).context_window
 
 
+def output_limit(model: str) -> int | None:
+    """The most tokens one answer of `model` may hold (CHAT_MODELS "output"), if declared."""
+    listed = _listed(model)
+    return listed.get("output") if listed else None
+
+
 def thinks(model: str) -> bool:
     """Whether `model` may be asked to think before it answers (extended thinking): declared
     so in CHAT_MODELS ("thinking": true), never offline."""

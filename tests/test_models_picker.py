@@ -192,7 +192,7 @@ async def test_the_same_long_conversation_auto_compacts_under_the_small_model_on
         ('[{"id": "a", "label": ""}]', '"label" must be text of 1-100 characters'),
         (
             '[{"id": "a", "contxt": 5}]',
-            "model 1 has unknown keys contxt (known: id, label, context, thinking)",
+            "model 1 has unknown keys contxt (known: id, label, context, thinking, output)",
         ),
     ],
 )
@@ -235,7 +235,7 @@ def test_a_models_list_parses_and_defaults_to_its_first_model():
     assert json.loads(result.stdout) == [
         "a",
         [
-            {"id": "a", "label": "Model A", "context": 1000, "thinking": False},
-            {"id": "b", "label": "b", "context": None, "thinking": False},
+            {"id": "a", "label": "Model A", "context": 1000, "thinking": False, "output": None},
+            {"id": "b", "label": "b", "context": None, "thinking": False, "output": None},
         ],
     ]

@@ -139,3 +139,15 @@ def test_a_request_going_on_with_a_turn_that_did_not_think_does_not_think(models
     thinking_step = [*unthought[:1], {"role": "assistant", "content": [thought, use]}]
     assert may_think([*thinking_step, {"role": "user", "content": [result]}])
     assert may_think(unthought[:1])
+
+
+def test_a_models_output_limit_holds_thinking_and_answer_together(models, settings):
+    """Claude's models cap one answer's tokens (thinking included): a budget chosen up to the
+    form's most would ask past it, and the API refuses such a request. Declared in CHAT_MODELS
+    ("output"), the request stays within it, the thinking shrinking first."""
+    from turns.thinking import limits
+
+    settings.CHAT_MAX_TOKENS = 4096
+    settings.CHAT_MODELS[0]["output"] = 32_000
+    asked = [{"role": "user", "content": [{"type": "text", "text": "Hi"}]}]
+    assert limits("thinker", 64_000, 200_000, asked) == (32_000 - 4096, 32_000)

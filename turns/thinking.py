@@ -32,7 +32,8 @@ def limits(
     plain = None, min(settings.CHAT_MAX_TOKENS, room)
     if chosen is None or not registry.thinks(model) or not may_think(messages):
         return plain
-    max_tokens = min(chosen + settings.CHAT_MAX_TOKENS, room)
+    # The model's own output limit (CHAT_MODELS "output") holds thinking and answer together.
+    max_tokens = min(chosen + settings.CHAT_MAX_TOKENS, room, registry.output_limit(model) or room)
     budget = min(chosen, max_tokens - settings.CHAT_MAX_TOKENS)
     return plain if budget < MIN_BUDGET else (budget, max_tokens)
 
