@@ -5,6 +5,7 @@ The same against two server processes: tests/test_queued_replies_wait_for_a_plac
 from __future__ import annotations
 
 import pytest
+from django.utils import timezone
 
 from chat.models import Conversation, Message
 from turns import transitions
@@ -21,8 +22,15 @@ def one_at_once(settings):
 def streaming_reply(owner) -> Message:
     other = Conversation.objects.create(owner=owner, model="fake-model")
     Message.objects.create(conversation=other, seq=1, role="user", content=[])
+    # Alive: its heartbeat is fresh (one without is a dead process's, which any sweep closes).
     return Message.objects.create(
-        conversation=other, seq=2, parent_seq=1, role="assistant", content=[], status="streaming"
+        conversation=other,
+        seq=2,
+        parent_seq=1,
+        role="assistant",
+        content=[],
+        status="streaming",
+        heartbeat_at=timezone.now(),
     )
 
 
