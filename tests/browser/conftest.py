@@ -70,6 +70,9 @@ SERVER_ENV = {
     # The session's one user imports in many tests (the limit: test_import_concurrency.py, and
     # test_outages_in_a_browser.py on a server of its own).
     "IMPORTS_PER_HOUR": "1000",
+    # Every sign-up comes from 127.0.0.1 (forwarded addresses are believed from no one): the
+    # settings test deletes the accounts it makes, and several files make their own users.
+    "SIGNUPS_PER_HOUR": "1000",
     # Lexical search only. With an embedder, messages get their vectors in the background, a
     # heartbeat after they settle, and one without a vector yet ranks below those with one: what
     # a search (or the demo's recall) finds first would depend on whether that round has run.

@@ -15,7 +15,7 @@ from playwright.sync_api import expect
 from tests.test_import import chatgpt_conversation
 
 from . import screens
-from .conftest import turn, wait_socket
+from .conftest import reach_list, turn, wait_socket
 from .screens import in_view
 from .test_accessibility_in_a_browser import Audit
 
@@ -25,7 +25,9 @@ screen = screens.screen  # the fixture: each test runs on every screen
 
 
 def choose(page, name: str, content: bytes):
-    """The sidebar's import form with a file chosen, brought into view as a person scrolls to it."""
+    """The sidebar's import form with a file chosen, brought into view as a person reaches it
+    (on a phone the list is a drawer behind ☰)."""
+    reach_list(page)
     form = page.locator(".import-form")
     in_view(page, form)
     form.locator("input[type=file]").set_input_files(

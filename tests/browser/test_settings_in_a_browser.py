@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import TIMEOUT_MS, signup, wait_socket
+from .conftest import TIMEOUT_MS, new_conversation, signup
 from .screens import SCREENS
 from .test_accessibility_in_a_browser import Audit
 from .test_csp_in_a_browser import Refusals
@@ -104,9 +104,7 @@ def test_every_setting_answers_in_view_and_the_theme_repaints_the_pages(screen, 
     # A new conversation starts with the defaults, drawn in the theme chosen.
     page.goto(f"{server}/")
     assert background(page) == BACKGROUND[chosen]
-    page.locator("#new-conversation-form button[type=submit]").click()
-    page.wait_for_url("**/conversations/*/")
-    wait_socket(page)
+    new_conversation(page)  # on a phone, from the list's drawer
     assert background(page) == BACKGROUND[chosen]
     prompt = page.locator(".conversation-menu textarea[name=system_prompt]")
     expect(prompt).to_have_value("Answer like a lighthouse keeper.")
