@@ -94,7 +94,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def configure_django(args: argparse.Namespace) -> str | None:
     """Returns the temporary directory to delete afterwards, if one was made."""
-    env = {"CONTEXT_BUDGET_TOKENS": str(args.budget), "AUTO_COMPACT_AT": str(args.auto_at)}
+    env = {
+        "CONTEXT_BUDGET_TOKENS": str(args.budget),
+        "AUTO_COMPACT_AT": str(args.auto_at),
+        "GENERATED_TITLES": "false",  # each turn is counted as one request
+    }
     args.database_url, tmp = setup_django(env, args.database_url, prefix="sawtooth-")
     return tmp
 

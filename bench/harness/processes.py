@@ -125,6 +125,8 @@ def base_env() -> dict:
         DJANGO_SETTINGS_MODULE="config.settings",
         NO_PROXY="127.0.0.1,localhost",
         no_proxy="127.0.0.1,localhost",
+        # Benches count and time a turn's requests: no title request after a first reply.
+        GENERATED_TITLES="false",
         **UNLIMITED,
     )
     return env
