@@ -119,10 +119,13 @@ def uploaded(page, name: str) -> int:
 
 
 def gone(page, attachment_id: int) -> None:
-    """Wait until the upload is deleted (the chip goes at once, its delete request after)."""
+    """Wait until the upload is deleted (the chip goes at once, its delete request after).
+    Each look bypasses the browser's cache: a file is served cacheable for an hour, so a look
+    made before the delete committed would otherwise answer 200 from the cache ever after."""
     url = f"/attachments/{attachment_id}/"
     deadline = time.monotonic() + TIMEOUT_MS / 1000
-    while page.evaluate("url => fetch(url).then(r => r.status)", url) != 404:
+    look = "url => fetch(url, {cache: 'no-store'}).then(r => r.status)"
+    while page.evaluate(look, url) != 404:
         assert time.monotonic() < deadline, f"{url} is still served"
         page.wait_for_timeout(100)
 
