@@ -14,7 +14,7 @@ from playwright.sync_api import expect
 from support.fake_anthropic import FakeAnthropic
 from support.scripts import thinking_reply
 
-from .conftest import TIMEOUT_MS, new_conversation, serve, signup
+from .conftest import TIMEOUT_MS, new_conversation, serve, signup, wait_socket
 from .screens import SCREENS
 from .test_accessibility_in_a_browser import Audit
 from .test_csp_in_a_browser import Refusals
@@ -80,6 +80,7 @@ def test_thinking_streams_into_a_folded_block_above_the_reply(
     switch.check()
     page.get_by_role("button", name="Save settings").click()
     expect(page.get_by_text("Settings saved.")).to_be_visible()
+    wait_socket(page)  # the page came back from the form: a send before its socket opens is lost
 
     page.fill("#message-input", "Why are there tides?")
     page.press("#message-input", "Enter")
