@@ -250,6 +250,14 @@ def chat(user_context, server):
     return page
 
 
+@pytest.fixture(scope="module")
+def fast_server():
+    """A server of the module's own whose demo answers at once: long conversations are many
+    turns."""
+    with serve(DEMO_WORD_DELAY_MS="0") as base:
+        yield base
+
+
 def reach_list(page) -> None:
     """Bring the conversation list on screen as a person would: on a phone's conversation page
     it is a drawer behind ☰ (one tap); elsewhere it is on the page already."""

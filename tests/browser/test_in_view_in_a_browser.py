@@ -21,7 +21,7 @@ import time
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import new_context, new_conversation, review_mode, serve, signup, turn, wait_socket
+from .conftest import new_context, new_conversation, review_mode, signup, turn, wait_socket
 from .screens import SCREENS, is_phone, reach_panel
 from .test_csp_in_a_browser import Refusals
 
@@ -39,13 +39,6 @@ FILLER = " ".join(
 TALL = "\n".join(
     f"Line {n} of the TALLHIT inventory: one more crate of lamp oil." for n in range(50)
 )
-
-
-@pytest.fixture(scope="module")
-def fast_server():
-    # Replies at once: the long conversations here are many turns.
-    with serve(DEMO_WORD_DELAY_MS="0") as base:
-        yield base
 
 
 @pytest.fixture(scope="module")

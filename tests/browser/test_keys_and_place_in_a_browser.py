@@ -14,7 +14,7 @@ import time
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import new_context, new_conversation, serve, signup, turn, wait_replies, wait_socket
+from .conftest import new_context, new_conversation, signup, turn, wait_replies, wait_socket
 from .screens import SCREENS, is_phone
 from .test_accessibility_in_a_browser import Audit
 from .test_csp_in_a_browser import Refusals
@@ -25,13 +25,6 @@ LINE = "The harbour log for the week: wind, swell, the relief boat and the lamp 
 FILLER = " ".join(
     ["The shorebird survey counts every wader on the estuary at low tide, twice a month."] * 12
 )
-
-
-@pytest.fixture(scope="module")
-def fast_server():
-    # Replies at once: the long conversation is many turns.
-    with serve(DEMO_WORD_DELAY_MS="0") as base:
-        yield base
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,7 @@ from urllib.parse import urlparse
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import new_context, new_conversation, serve, signup, turn, wait_replies, wait_socket
+from .conftest import new_context, new_conversation, signup, turn, wait_replies, wait_socket
 from .screens import SCREENS, is_phone
 from .test_accessibility_in_a_browser import Audit
 from .test_csp_in_a_browser import Refusals
@@ -43,12 +43,6 @@ CONTROLS = """sel => [...document.querySelectorAll(sel)].filter(e => {
                   + (e.getAttribute('aria-label') || e.textContent.trim()).slice(0, 30),
             width: Math.round(r.width * 10) / 10, height: Math.round(r.height * 10) / 10}; })"""
 TARGETS = "button, a, summary, select, input:not([type=hidden]), textarea, label.attach"
-
-
-@pytest.fixture(scope="module")
-def fast_server():
-    with serve(DEMO_WORD_DELAY_MS="0") as base:
-        yield base
 
 
 @pytest.fixture(scope="module")
