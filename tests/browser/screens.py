@@ -33,13 +33,18 @@ def screen(request, browser, user_state, server):
     """(a page on a new conversation of the session's user on this screen, its refusals, the
     screen's name)."""
     context = browser.new_context(storage_state=user_state, **SCREENS[request.param])
+    yield *on_new_conversation(context, server), request.param
+    context.close()
+
+
+def on_new_conversation(context, server: str):
+    """(a page of `context` on a new conversation of its user, the context's refusals)."""
     context.set_default_timeout(TIMEOUT_MS)
     refusals = Refusals(context)
     page = context.new_page()
     page.goto(f"{server}/")
     new_conversation(page)
-    yield page, refusals, request.param
-    context.close()
+    return page, refusals
 
 
 def is_phone(name: str) -> bool:

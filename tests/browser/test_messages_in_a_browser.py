@@ -13,7 +13,7 @@ import pytest
 from playwright.sync_api import expect
 
 from .conftest import TIMEOUT_MS, export, new_conversation, turn
-from .screens import SCREENS, in_view, is_phone
+from .screens import SCREENS, in_view, is_phone, on_new_conversation
 from .test_accessibility_in_a_browser import Audit
 from .test_csp_in_a_browser import Refusals
 
@@ -30,13 +30,8 @@ def screen(request, browser, user_state, server):
     context = browser.new_context(
         storage_state=user_state, timezone_id=ZONE, locale="en-GB", **SCREENS[request.param]
     )
-    context.set_default_timeout(TIMEOUT_MS)
     context.grant_permissions(["clipboard-read", "clipboard-write"], origin=server)
-    refusals = Refusals(context)
-    page = context.new_page()
-    page.goto(f"{server}/")
-    new_conversation(page)
-    yield page, refusals, request.param
+    yield *on_new_conversation(context, server), request.param
     context.close()
 
 
