@@ -249,7 +249,11 @@ def report(
     elif not wanted:
         got = f"The messages this summary replaces hold no {steer.describe()}."
     elif not missing:
-        got = f"It states all {len(wanted)} {steer.describe()} of the messages it replaces."
+        got = (
+            f"It states all {len(wanted)} {steer.describe()} of the messages it replaces."
+            if len(wanted) > 1
+            else f"It states the one fact of its kind ({steer.describe()}) that they hold."
+        )
     else:
         shown = "; ".join(lost[:5]) + (f"; and {len(lost) - 5} more" if len(lost) > 5 else "")
         stated = len(wanted) - len(missing)
