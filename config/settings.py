@@ -127,14 +127,15 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env_str("REDIS_URL")
 if REDIS_URL:
-    # Redis pub/sub: a fragment is one PUBLISH, and each process receives it once and hands it
-    # to its own sockets. The list-based layer (channels_redis.core) spent eight round trips per
-    # fragment per socket, more CPU than the model's stream itself, and dropped fragments past
-    # its per-process capacity. Fragments are best-effort either way: what must not be lost
+    # Redis pub/sub, local first (core/redis_layer.py): a fragment for sockets in this process is
+    # handed to them directly, and one PUBLISH carries it to the processes whose sockets are in
+    # its group. The list-based layer (channels_redis.core) spent eight round trips per fragment
+    # per socket; channels_redis's pub/sub layer read every fragment back from Redis in the
+    # process that sent it. Fragments are best-effort either way: what must not be lost
     # (messages, replies, Stop) is in the database.
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            "BACKEND": "core.redis_layer.RedisLayer",
             "CONFIG": {
                 "hosts": [
                     {

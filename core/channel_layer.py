@@ -76,18 +76,6 @@ def failure_of(exc: BaseException | None) -> BaseException | None:
     return exc if isinstance(exc, FAILURES) else None
 
 
-class OutageLog(logging.Filter):
-    """On channels_redis's loggers: a connection failure it logs with a traceback (its receive
-    task, once a second while Redis is down; each socket's clean-up) is the outage, said once."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        failure = failure_of(record.exc_info[1] if record.exc_info else None)
-        if failure is None:
-            return True
-        outage(failure)
-        return False
-
-
 async def end_sessions(user_id: int) -> None:
     """Close every socket of the user, in every process (they logged out, or changed their
     password). A tab whose session is still valid reconnects at once; the others cannot."""

@@ -93,6 +93,8 @@ async def channel_layer(settings):
     channel_layers.backends.clear()
     yield
     await engine.shutdown()
+    if "default" in channel_layers.backends:
+        await channel_layers["default"].flush()  # this loop's Redis connections, closed
     channel_layers.backends.clear()
 
 

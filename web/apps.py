@@ -13,7 +13,7 @@ class WebConfig(AppConfig):
         from django.contrib.auth.signals import user_logged_in
         from django.core.signals import request_finished
 
-        from core import channel_layer, db, runtime
+        from core import db, runtime
         from render import frames
         from web import checks, device_cookies, sessions  # noqa: F401 (checks register themselves on import)
         from web.consumer import MalformedFrames
@@ -23,8 +23,5 @@ class WebConfig(AppConfig):
         request_finished.connect(db.close_after_request, dispatch_uid="chat-close-after-request")
         sessions.connect()
         user_logged_in.connect(device_cookies.signed_in, dispatch_uid="device-cookie")
-        # A client's malformed frame and a Redis outage are one line each, not a traceback per
-        # frame and per retry (web/consumer.py, core/channel_layer.py).
+        # A client's malformed frame is one line, not an ERROR with a traceback (web/consumer.py).
         logging.getLogger("uvicorn.error").addFilter(MalformedFrames())
-        for name in ("channels_redis.pubsub", "channels_redis.core"):
-            logging.getLogger(name).addFilter(channel_layer.OutageLog())
