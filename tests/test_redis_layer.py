@@ -14,7 +14,6 @@ import redis.asyncio
 from django.conf import settings
 
 from core.redis_layer import RedisLayer
-
 from support.waiting import settle
 from tests.conftest import receive_until, shows, socket_for
 
