@@ -44,6 +44,9 @@ def control_group(conversation_id: int) -> str:
 def outage(exc: BaseException) -> None:
     """The layer failed: said once when an outage starts, not a traceback per frame, socket and
     retry (each is a debug line); `answered` says when it ends."""
+    if failure_of(exc) is None:  # not Redis failing: said as it is, and nothing is down
+        log.warning("sending through the channel layer failed: %s", _reason(exc))
+        return
     here = runtime.current()
     if here.layer_down_since is None:
         here.layer_down_since = time.monotonic()
@@ -65,7 +68,9 @@ def _reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
-FAILURES = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError)
+# redis-py raises its own errors for a socket that failed (an OSError here is something else: a
+# browser's socket that went away while a frame was sent to it).
+FAILURES = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
 
 
 def failure_of(exc: BaseException | None) -> BaseException | None:

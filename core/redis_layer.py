@@ -80,12 +80,16 @@ class RedisLayer(BaseChannelLayer):
         here = await self._here(listening=True)
         members = here.groups.setdefault(group, set())
         members.add(channel)
-        if len(members) == 1:
-            try:
-                await here.subscribe(self._redis_name("group", group))
-            except Exception:
-                here.groups.pop(group, None)
-                raise
+        # Subscribed again even when another socket here is in the group: SUBSCRIBE is one
+        # write, idempotent in Redis, and it fails while Redis is down, so a socket is not
+        # accepted in an outage (its tab would hear nothing from other processes).
+        try:
+            await here.subscribe(self._redis_name("group", group))
+        except Exception:
+            members.discard(channel)
+            if not members:
+                del here.groups[group]
+            raise
 
     async def group_discard(self, group: str, channel: str) -> None:
         here = await self._here()

@@ -65,6 +65,9 @@ class ConversationConsumer(AsyncWebsocketConsumer):
             # hung Redis is not asked twice); anything else is checked with one round trip.
             if channel_layer.failure_of(exc) is not None:
                 channel_layer.outage(exc)
+            elif isinstance(exc, OSError):  # the browser went away while it was sent a frame
+                log.debug("a socket closed under a send: %s", exc)
+                return
             elif await channel_layer.reachable():
                 raise
             log.debug("refused a socket: the channel layer is not reachable")

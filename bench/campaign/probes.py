@@ -5,10 +5,13 @@ succeed, or the probes prove nothing. Mixed into the person (bench/campaign/pers
 
 from __future__ import annotations
 
+import re
+
 from bench.campaign import SYSTEM_PROMPT
 from bench.campaign.tabs import DIVIDER_RE, PIN_RE, Tab
 
 TOOLS = ["search_history", "read_messages"]
+SEARCH_HIT = re.compile(r'<li class="search-hit">\s*<a href="/conversations/(\d+)/')
 
 
 class Probes:
@@ -68,17 +71,21 @@ class Probes:
         return None
 
     async def probe_search(self, victim: dict) -> None:
-        """The all-conversations search must not find a word only the victim's messages hold."""
+        """The all-conversations search must not find anything of the victim's when asked for a
+        word only their messages hold. Search by meaning answers with the nearest of the
+        searcher's own messages whatever the words: a hit counts only in someone else's
+        conversation."""
         hits = await self.search_hits(self.campaign.secrets[victim["owner"]])
         if hits is not None:
-            self.campaign.probe("GET search for their word", victim, hits == 0)
+            own = {c["id"] for c in self.campaign.conversations if c["owner"] == self.owner}
+            self.campaign.probe("GET search for their word", victim, hits <= own)
 
-    async def search_hits(self, word: str) -> int | None:
-        """Hits of the all-conversations search page (which repeats the query: count hits)."""
+    async def search_hits(self, word: str) -> set[int] | None:
+        """The conversations the all-conversations search page's hits link to."""
         response = await self.request("GET", f"/search/?q={word}")
         if response is None or response.status_code != 200:
             return None  # no answer, or a server error (counted with every HTTP answer)
-        return response.text.count('class="search-hit"')
+        return {int(found) for found in SEARCH_HIT.findall(response.text)}
 
     async def probe_socket(self, victim: dict) -> None:
         """A websocket on their conversation must be refused at the handshake."""
@@ -146,4 +153,4 @@ class Probes:
         if any(s.accepted for s in self.sents):  # its own word is found: the probe can see hits
             hits = await self.search_hits(self.secret)
             if hits is not None:
-                self.campaign.control("GET search for own word", hits > 0)
+                self.campaign.control("GET search for own word", bool(hits))
