@@ -163,6 +163,7 @@ class Loop:
     pending: list[tuple[str, bytes]] = field(default_factory=list)
     batch: asyncio.Future | None = None
     sending: asyncio.Lock = field(default_factory=asyncio.Lock)
+    sends: set[asyncio.Task] = field(default_factory=set)
     subscribing: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     def put(self, channel: str, message: dict) -> None:
@@ -191,7 +192,9 @@ class Loop:
             batch = self.batch = asyncio.get_running_loop().create_future()
             # Read even when every caller waiting on it was cancelled (never logged unread).
             batch.add_done_callback(lambda done: done.cancelled() or done.exception())
-            asyncio.ensure_future(self._send(batch))
+            sending = asyncio.ensure_future(self._send(batch))
+            self.sends.add(sending)  # the loop keeps only a weak reference to a task
+            sending.add_done_callback(self.sends.discard)
         await asyncio.shield(batch)  # one caller cancelled does not cancel the others' batch
 
     async def _send(self, batch: asyncio.Future) -> None:
