@@ -4,10 +4,11 @@ dark, with every CSP refusal in the console collected (tests/browser/test_csp_in
 from __future__ import annotations
 
 import re
+from contextlib import contextmanager
 
 import pytest
 
-from .conftest import TIMEOUT_MS, new_conversation
+from .conftest import TIMEOUT_MS, new_context, new_conversation, wait_socket
 from .test_csp_in_a_browser import Refusals
 
 SCREENS = {
@@ -49,6 +50,44 @@ def on_new_conversation(context, server: str):
 
 def is_phone(name: str) -> bool:
     return name.startswith("phone")
+
+
+class Screen:
+    """A page on one of SCREENS: a tap on a phone (a touch screen), a click on a desktop, and
+    screenshots named for the screen next to the test's temporary files."""
+
+    def __init__(self, page, name: str, tmp_path):
+        self.page, self.name, self.tmp_path = page, name, tmp_path
+
+    @property
+    def phone(self) -> bool:
+        return is_phone(self.name)
+
+    def shot(self, name: str) -> None:
+        self.page.screenshot(path=str(self.tmp_path / f"{self.name}-{name}.png"))
+
+    def open(self, url: str) -> None:
+        self.page.goto(url)
+        if self.page.locator("#chat-root").count():  # a conversation's page (not the home)
+            wait_socket(self.page)
+
+    def tap(self, selector: str) -> None:
+        locator = self.page.locator(selector)
+        locator.tap() if self.phone else locator.click()
+
+
+@contextmanager
+def page_on(browser, storage_state, name: str, tmp_path, kind: type[Screen] = Screen):
+    """A page of the signed-in user on screen `name`, as a `kind`; every CSP refusal in it
+    fails the test when the block ends."""
+    settings = {k: v for k, v in SCREENS[name].items() if k != "viewport"}
+    context = new_context(browser, storage_state=storage_state, **settings)
+    refusals = Refusals(context)
+    page = context.new_page()
+    page.set_viewport_size(SCREENS[name]["viewport"])
+    yield kind(page, name, tmp_path)
+    refusals.assert_none(page)
+    context.close()
 
 
 def reach_panel(page, tap: bool = False) -> None:

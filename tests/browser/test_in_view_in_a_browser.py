@@ -22,8 +22,7 @@ import pytest
 from playwright.sync_api import expect
 
 from .conftest import new_context, new_conversation, review_mode, signup, turn, wait_socket
-from .screens import SCREENS, is_phone, reach_panel
-from .test_csp_in_a_browser import Refusals
+from .screens import SCREENS, Screen, page_on, reach_panel
 
 pytestmark = pytest.mark.browser
 
@@ -66,42 +65,11 @@ def account(browser, fast_server):
 def seen(request, browser, account, tmp_path):
     """A page on the chosen screen and colour scheme; every CSP refusal in it fails the test.
     `seen.shot(name)` saves a screenshot next to the test's temporary files."""
-    screen = SCREENS[request.param]
-    settings = {k: v for k, v in screen.items() if k != "viewport"}
-    context = new_context(browser, storage_state=account["state"], **settings)
-    refusals = Refusals(context)
-    page = context.new_page()
-    page.set_viewport_size(screen["viewport"])
-    view = Seen(page, request.param, tmp_path)
-    yield view
-    refusals.assert_none(page)
-    context.close()
+    with page_on(browser, account["state"], request.param, tmp_path, Seen) as view:
+        yield view
 
 
-class Seen:
-    def __init__(self, page, screen: str, tmp_path):
-        self.page, self.screen, self.tmp_path = page, screen, tmp_path
-
-    @property
-    def phone(self) -> bool:
-        return is_phone(self.screen)
-
-    def shot(self, name: str) -> None:
-        self.page.screenshot(path=str(self.tmp_path / f"{name}.png"))
-
-    def open(self, url: str) -> None:
-        self.page.goto(url)
-        if self.page.locator("#chat-root").count():  # a conversation's page (not the home)
-            wait_socket(self.page)
-
-    def tap(self, selector: str) -> None:
-        """A tap on a phone (a touch screen), a click on a desktop."""
-        locator = self.page.locator(selector)
-        if self.phone:
-            locator.tap()
-        else:
-            locator.click()
-
+class Seen(Screen):
     def reach_panel(self) -> None:
         reach_panel(self.page, tap=self.phone)
 

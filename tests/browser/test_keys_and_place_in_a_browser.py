@@ -14,10 +14,10 @@ import time
 import pytest
 from playwright.sync_api import expect
 
+from . import screens
 from .conftest import new_context, new_conversation, signup, turn, wait_replies, wait_socket
-from .screens import SCREENS, is_phone
+from .screens import SCREENS
 from .test_accessibility_in_a_browser import Audit
-from .test_csp_in_a_browser import Refusals
 
 pytestmark = pytest.mark.browser
 
@@ -47,26 +47,7 @@ def account(browser, fast_server):
     return {"state": state, "long": url}
 
 
-class Screen:
-    def __init__(self, page, name: str, tmp_path):
-        self.page, self.name, self.tmp_path = page, name, tmp_path
-
-    @property
-    def phone(self) -> bool:
-        return is_phone(self.name)
-
-    def shot(self, name: str) -> None:
-        self.page.screenshot(path=str(self.tmp_path / f"{self.name}-{name}.png"))
-
-    def open(self, url: str) -> None:
-        self.page.goto(url)
-        if self.page.locator("#chat-root").count():  # a conversation's page (not the home)
-            wait_socket(self.page)
-
-    def tap(self, selector: str) -> None:
-        locator = self.page.locator(selector)
-        locator.tap() if self.phone else locator.click()
-
+class Screen(screens.Screen):
     def seen(self, locator) -> bool:
         """Some of it between the sticky header and the sticky composer."""
         return locator.evaluate(
@@ -89,14 +70,8 @@ class Screen:
 @pytest.fixture(params=list(SCREENS))
 def screen(request, browser, account, tmp_path):
     """A page of the user on one screen and colour scheme; every CSP refusal in it fails."""
-    settings = {k: v for k, v in SCREENS[request.param].items() if k != "viewport"}
-    context = new_context(browser, storage_state=account["state"], **settings)
-    refusals = Refusals(context)
-    page = context.new_page()
-    page.set_viewport_size(SCREENS[request.param]["viewport"])
-    yield Screen(page, request.param, tmp_path)
-    refusals.assert_none(page)
-    context.close()
+    with screens.page_on(browser, account["state"], request.param, tmp_path, Screen) as screen:
+        yield screen
 
 
 def user_bubble(page, text: str):

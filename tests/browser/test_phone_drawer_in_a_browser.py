@@ -18,9 +18,8 @@ import pytest
 from playwright.sync_api import expect
 
 from .conftest import new_context, new_conversation, signup, turn, wait_replies, wait_socket
-from .screens import SCREENS, is_phone
+from .screens import SCREENS, page_on
 from .test_accessibility_in_a_browser import Audit
-from .test_csp_in_a_browser import Refusals
 
 pytestmark = pytest.mark.browser
 
@@ -81,17 +80,10 @@ def account(browser, fast_server):
 @pytest.fixture(params=list(SCREENS))
 def screen(request, browser, account, tmp_path):
     """A page on the chosen screen and scheme; every CSP refusal in it fails the test."""
-    settings = {k: v for k, v in SCREENS[request.param].items() if k != "viewport"}
-    context = new_context(browser, storage_state=account["state"], **settings)
-    refusals = Refusals(context)
-    page = context.new_page()
-    page.set_viewport_size(SCREENS[request.param]["viewport"])
-    page.goto(account["long"])
-    wait_socket(page)
-    yield page, is_phone(request.param)
-    page.screenshot(path=str(tmp_path / f"{request.param}.png"))
-    refusals.assert_none(page)
-    context.close()
+    with page_on(browser, account["state"], request.param, tmp_path) as on:
+        on.open(account["long"])
+        yield on.page, on.phone
+        on.shot("end")
 
 
 def tap(page, phone: bool, selector: str) -> None:
