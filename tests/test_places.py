@@ -5,13 +5,15 @@ The same against two server processes: tests/test_queued_replies_wait_for_a_plac
 from __future__ import annotations
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from chat.models import Conversation, Message
-from turns import transitions
+from turns import places, recovery, transitions
 from turns.claiming import claim_next
 
 pytestmark = pytest.mark.django_db
+User = get_user_model()
 
 
 @pytest.fixture(autouse=True)
@@ -68,6 +70,26 @@ def test_a_queued_reply_waits_while_its_owner_is_at_the_limit(alice, conversatio
 def test_other_users_replies_do_not_count(alice, bob, conversation):
     streaming_reply(bob)
     queued_message(conversation)
+    assert isinstance(claim_next(conversation.pk).step, transitions.Turn)
+
+
+def test_a_shut_account_s_queued_reply_stays_queued_until_it_is_active_again(alice, conversation):
+    # Shut by a query (a script, a sign-on hook): no signal, so each claim reads the account.
+    queued_message(conversation)
+    User.objects.filter(pk=alice.pk).update(is_active=False)
+
+    claim = claim_next(conversation.pk)
+    assert claim.step is None and claim.waiting is None
+    assert places.claim_if_free(conversation, lambda: pytest.fail("claimed")) == (
+        None,
+        None,
+        False,
+    )
+    assert recovery.orphaned_queues(grace_seconds=0) == []
+    assert Message.objects.get(conversation=conversation, seq=2).status == "queued"
+
+    User.objects.filter(pk=alice.pk).update(is_active=True)
+    assert recovery.orphaned_queues(grace_seconds=0) == [conversation.pk]
     assert isinstance(claim_next(conversation.pk).step, transitions.Turn)
 
 

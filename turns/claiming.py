@@ -2,8 +2,8 @@
 compaction, a reply refused before its request, or a kick (the sweep, a place handed on).
 
 One transaction: the owner's lock (PostgreSQL), the conversation's row lock, the state, then the
-oldest queued reply claimed, if nothing else runs and its owner has a place under
-REPLIES_AT_ONCE (turns/places.py). The closing reply claims its own successor in
+oldest queued reply claimed, if nothing else runs and its owner's account is active and has a
+place under REPLIES_AT_ONCE (turns/places.py). The closing reply claims its own successor in
 `transitions.close_turn`, under the same rules.
 """
 
@@ -30,7 +30,7 @@ def claim_next(conversation_id: int, *, compact: bool = True) -> Claim:
         # are only read when a reply is about to use them.
         seen = read_snapshot(conversation.pk, with_rows=False)
         recovered = recover(conversation, seen)
-        if seen.busy or not seen.next_queued_id:
+        if seen.busy or not seen.next_queued_id or not places.owner_active(conversation.owner_id):
             return Claim(None, recovered=recovered)
         if running := places.full(conversation.owner_id, conversation.pk):
             waiting = (conversation.owner_id, running)

@@ -1,5 +1,5 @@
-"""A queued reply's place under REPLIES_AT_ONCE: it starts only when its conversation is free
-and its owner has fewer replies streaming than the limit.
+"""A queued reply's place under REPLIES_AT_ONCE: it starts only when its conversation is free,
+its owner's account is active and its owner has fewer replies streaming than the limit.
 
 A send into a free conversation is checked as it is stored (turns/transitions.append: refused
 when the user is at the limit). A message queued behind a reply or a compaction is checked when
@@ -9,6 +9,11 @@ are one step: on PostgreSQL under the user's advisory lock (turns/sql.py), which
 takes before the conversation's row lock (a claim that already holds the row lock only tries
 it, and leaves the claim to `claim_next` if it is taken); on SQLite write transactions run one
 at a time.
+
+A deactivated owner's queued replies stay queued (nothing of theirs is lost, and nothing is asked
+of the model for an account that is shut): a reply streaming when the account was shut ends as
+it would, and hands nothing on; the sweep leaves their queues alone until the account is active
+again (turns/recovery.orphaned_queues), then starts them as any queue with nothing running.
 
 When a reply ends, its place is handed on: the closing reply kicks its owner's conversations
 that waited in this process (remembered on the runtime), and every heartbeat's sweep starts
@@ -20,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import connection
 
 from chat.models import Conversation, Message
@@ -49,6 +55,12 @@ def try_hold(owner_id: int) -> bool:
     return bool(held)
 
 
+def owner_active(owner_id: int) -> bool:
+    """Whether the owner's account is active now: read in the claim's transaction, whatever
+    shut it (the admin, a query, a script), so no claim starts a reply for a shut account."""
+    return get_user_model().objects.filter(pk=owner_id, is_active=True).exists()
+
+
 def running_elsewhere(owner_id: int, conversation_id: int) -> int:
     """How many of the user's replies stream in their other conversations (one query on the
     streaming replies' partial index)."""
@@ -75,6 +87,8 @@ def claim_if_free[T](
     owner = conversation.owner_id
     if not try_hold(owner):
         return None, None, True
+    if not owner_active(owner):
+        return None, None, False
     if running := full(owner, conversation.pk):
         return None, (owner, running), False
     return claim(), None, False

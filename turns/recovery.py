@@ -85,7 +85,8 @@ def _is_stale(heartbeat: datetime | None, cutoff: datetime) -> bool:
 def orphaned_queues(grace_seconds: float) -> list[int]:
     """Conversations with a queued reply and nothing running: the process that would have
     started it died between two steps. Only queues older than `grace_seconds`, so a queue whose
-    own process is about to claim it is left to that process."""
+    own process is about to claim it is left to that process. A deactivated owner's queues wait
+    for the account to be active again (turns/places.py), not asked about every heartbeat."""
     streaming = Message.objects.filter(
         conversation=OuterRef("conversation"), status=Message.Status.STREAMING
     )
@@ -97,6 +98,7 @@ def orphaned_queues(grace_seconds: float) -> list[int]:
             status=Message.Status.QUEUED,
             created_at__lt=timezone.now() - timedelta(seconds=grace_seconds),
             conversation__deleted_at__isnull=True,
+            conversation__owner__is_active=True,
         )
         .exclude(Exists(streaming))
         .exclude(Exists(running))
