@@ -244,6 +244,9 @@ if DEBUG and not MAIL_CONFIGURED:
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "webmaster@localhost")
 SERVER_EMAIL = DEFAULT_FROM_EMAIL
 
+# Database sessions that say whose they are (web/models.UserSession): a user's sessions are
+# found by an index when they log out everywhere or their account goes.
+SESSION_ENGINE = "web.session_store"
 SESSION_COOKIE_HTTPONLY = True
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"

@@ -57,7 +57,7 @@ class Redis:
 
 def session_for(user) -> str:
     """A session logged in as `user` (its key is the `sessionid` cookie); needs Django set up."""
-    from django.contrib.sessions.backends.db import SessionStore
+    from web.session_store import SessionStore
 
     session = SessionStore()
     session["_auth_user_id"] = str(user.pk)

@@ -11,7 +11,6 @@ import shutil
 import pytest
 from django.apps import apps
 from django.contrib.auth import SESSION_KEY, get_user_model
-from django.contrib.sessions.models import Session
 from django.core.files.storage import storages
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection
@@ -23,6 +22,7 @@ from chat.models import Attachment, Conversation, Import, Message, MessageVector
 from compaction.models import Compaction, Review
 from tests import sample_files
 from tests.transcripts import add_turns, text_block
+from web.models import UserSession
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -92,7 +92,10 @@ def left_behind(ids: dict) -> list[str]:
 
 
 def signed_in(user_id: int) -> int:
-    return sum(s.get_decoded().get(SESSION_KEY) == str(user_id) for s in Session.objects.iterator())
+    """Sessions signing the user in, read from their signed data (not the user column)."""
+    return sum(
+        s.get_decoded().get(SESSION_KEY) == str(user_id) for s in UserSession.objects.iterator()
+    )
 
 
 def indexed(word: str) -> int:

@@ -10,14 +10,14 @@ authorised for as long as it stays open.
 from __future__ import annotations
 
 from asgiref.sync import async_to_sync
-from django.contrib.auth import SESSION_KEY, get_user_model
+from django.contrib.auth import get_user_model
 from django.contrib.auth.signals import user_logged_out
-from django.contrib.sessions.models import Session
 from django.db import transaction
 from django.db.models.signals import post_delete, post_save, pre_save
 from django.utils import timezone
 
 from core import channel_layer
+from web.models import UserSession
 
 
 def connect() -> None:
@@ -62,17 +62,10 @@ def _deleted(sender, instance, **kwargs) -> None:
 
 def end_every_session(user_id: int) -> int:
     """End every session of the user (log out everywhere, or before their account goes): each
-    session row that signs them in is deleted, and their sockets close once this commits (the
-    tabs that reconnect come back signed out). How many sessions ended.
-
-    The database's session rows say whose they are only inside their signed data: each one not
-    expired is read. That is a walk over every live session, fine for a rare action by one
-    person; a deployment with very many sessions would keep an index of them by user."""
-    ended = [
-        session.pk
-        for session in Session.objects.filter(expire_date__gt=timezone.now()).iterator()
-        if session.get_decoded().get(SESSION_KEY) == str(user_id)
-    ]
-    Session.objects.filter(pk__in=ended).delete()
+    session row that signs them in is deleted (found by its user column, web/models.py), and
+    their sockets close once this commits (the tabs that reconnect come back signed out). How
+    many sessions ended that had not expired."""
+    ended, _ = UserSession.objects.filter(user_id=user_id, expire_date__gt=timezone.now()).delete()
+    UserSession.objects.filter(user_id=user_id).delete()  # expired: nothing to tell
     transaction.on_commit(lambda: _end(user_id))
-    return len(ended)
+    return ended
