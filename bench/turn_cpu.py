@@ -32,6 +32,7 @@ import re
 import sys
 import threading
 import time
+import uuid
 from collections import Counter
 from pathlib import Path
 
@@ -59,6 +60,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=float,
         default=0.0,
         help="the provider streams each reply over this long (default 0: all at once)",
+    )
+    p.add_argument(
+        "--database-url",
+        default="",
+        help="the app's database (default: a fresh SQLite file), e.g. postgres://postgres@127.0.0.1/x",
+    )
+    p.add_argument(
+        "--redis-url",
+        default="",
+        help="the app's channel layer on this Redis (default: the in-memory layer)",
     )
     return p.parse_args(argv)
 
@@ -169,7 +180,9 @@ async def app(args: argparse.Namespace) -> tuple[float, dict[str, float]]:
     from config.asgi import websocket_urlpatterns
 
     calls = DatabaseCalls()
-    user = await sync_to_async(get_user_model().objects.create_user)("bench", password="bench")
+    user = await sync_to_async(get_user_model().objects.create_user)(
+        f"bench-{uuid.uuid4().hex[:8]}", password="bench"
+    )
 
     async def connect():
         conversation = await sync_to_async(Conversation.objects.create)(
@@ -204,7 +217,9 @@ def main(argv: list[str] | None = None) -> int:
                 "ANTHROPIC_API_KEY": "bench",
                 "CHAT_MODEL": MODEL,
                 "LLM_MAX_RETRIES": "0",
-            },
+            }
+            | ({"REDIS_URL": args.redis_url} if args.redis_url else {}),
+            args.database_url,
             prefix="turn-cpu-",
         )
         without_background()
