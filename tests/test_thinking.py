@@ -97,6 +97,24 @@ async def test_a_tool_step_sends_its_thinking_back_unchanged_and_a_later_turn_le
     assert fake_anthropic.invalid == []
 
 
+async def test_redacted_thinking_goes_back_whole_with_its_tool_results_and_shows_nothing_of_it(
+    alice, thinker, fake_anthropic
+):
+    # Encrypted reasoning (the safety systems redacted it): opaque data to carry back as it came.
+    call = ("toolu_1", "search_history", {"query": "greeting"})
+    fake_anthropic.push(thinking_reply(THOUGHT, ["Looking."], calls=[call], redacted="EnC0ded=="))
+    fake_anthropic.push(thinking_reply(["Found nothing."], ["Hello."]))
+    frames = await turn(alice, thinker, "Hi!", 2)
+
+    assert fake_anthropic.invalid == []
+    assistant = fake_anthropic.requests[1]["messages"][-2]
+    assert assistant["content"][:2] == [{"type": "redacted_thinking", "data": "EnC0ded=="}, SIGNED]
+    reply = await Message.objects.aget(conversation=thinker, seq=2)
+    assert reply.content[0] == {"type": "redacted_thinking", "data": "EnC0ded=="}
+    final = frames[-1]
+    assert "EnC0ded==" not in final and "redacted" in final.lower()
+
+
 async def test_the_meter_counts_thinking_while_it_is_in_the_window(alice, thinker, fake_anthropic):
     long_thought = ["step " * 400]  # some 500 tokens of thinking
     fake_anthropic.push(thinking_reply(long_thought, ["Short."]))
