@@ -9,7 +9,8 @@ once):
 
 - the reference: `bench/relay.py`'s consumer, which relays the provider's stream (the official
   SDK, the conversation so far as the request) and does nothing else;
-- the app: the real websocket consumer, engine, database (SQLite, a fresh file) and SDK, with the
+- the app: the real websocket consumer, engine, database (a fresh SQLite file, or
+  `--database-url`; the channel layer in memory, or Redis's with `--redis-url`) and SDK, with the
   share spent in its database calls (the functions it hands `core.db.run`: the send's
   transaction, the reply's close; on SQLite they run on the database thread while the event
   loop waits) counted apart. They are timed on the thread running them, from each call's start
