@@ -23,6 +23,7 @@ from compaction.models import Compaction, Review
 from tests import sample_files
 from tests.transcripts import add_turns, text_block
 from web.models import UserSession
+from web.session_store import SessionStore
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -93,9 +94,8 @@ def left_behind(ids: dict) -> list[str]:
 
 def signed_in(user_id: int) -> int:
     """Sessions signing the user in, read from their signed data (not the user column)."""
-    return sum(
-        s.get_decoded().get(SESSION_KEY) == str(user_id) for s in UserSession.objects.iterator()
-    )
+    decoded = (SessionStore().decode(s.session_data) for s in UserSession.objects.iterator())
+    return sum(data.get(SESSION_KEY) == str(user_id) for data in decoded)
 
 
 def indexed(word: str) -> int:

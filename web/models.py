@@ -17,9 +17,3 @@ class UserSession(AbstractBaseSession):
 
     class Meta(AbstractBaseSession.Meta):
         db_table = "web_session"
-
-    @classmethod
-    def get_session_store_class(cls):
-        from web.session_store import SessionStore
-
-        return SessionStore

@@ -6,6 +6,8 @@ from __future__ import annotations
 from django.contrib.auth import SESSION_KEY
 from django.contrib.sessions.backends.db import SessionStore as DatabaseStore
 
+from web.models import UserSession
+
 
 def signed_in_as(data: dict) -> int | None:
     """The id of the user a session's data signs in, if any."""
@@ -18,8 +20,6 @@ def signed_in_as(data: dict) -> int | None:
 class SessionStore(DatabaseStore):
     @classmethod
     def get_model_class(cls):
-        from web.models import UserSession
-
         return UserSession
 
     def create_model_instance(self, data):
