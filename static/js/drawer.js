@@ -1,5 +1,5 @@
 // The conversation list as a drawer on a phone (static/css/reach.css), on a conversation's page
-// and on the home page: ☰ opens it over the page, with the focus on its Close; Close, Esc, a tap
+// and on the home page (and, at the end, when the Context drawer may slide): ☰ opens it over the page, with the focus on its Close; Close, Esc, a tap
 // outside it and choosing a conversation close it, and the focus goes back to ☰. While it is
 // open the page under it is inert and Tab goes round the drawer's own controls, as in a modal
 // dialog. It works as the Context drawer does (chat.js); a file of its own, as chat.js is full.
@@ -25,10 +25,11 @@
 
   // Marked while it opens or closes, the only time it slides (reach.css).
   var sliding = 0;
-  function slide() {
-    root().classList.add("sliding");
-    clearTimeout(sliding);
-    sliding = setTimeout(function () { root().classList.remove("sliding"); }, 300);
+  function slide() { sliding = mark(root(), sliding); }
+  function mark(el, timer) {
+    el.classList.add("sliding");
+    clearTimeout(timer);
+    return setTimeout(function () { el.classList.remove("sliding"); }, 300);
   }
 
   function open() {
@@ -99,4 +100,18 @@
     var t = toggle();
     if (isOpen() && !t.checkVisibility()) close(false);
   });
+
+  // The Context drawer (chat.js opens and closes it, app.css) slides the same way, only as it
+  // opens or closes: marked as its open state changes, in the same frame, so a window narrowed
+  // past a phone's width does not slide the panel out over the page.
+  var chatRoot = document.getElementById("chat-root");
+  var panelSliding = 0;
+  if (chatRoot) {
+    new MutationObserver(function (changes) {
+      var was = changes[0].oldValue || "";
+      if (/\bpanel-open\b/.test(was) !== chatRoot.classList.contains("panel-open")) {
+        panelSliding = mark(chatRoot, panelSliding);
+      }
+    }).observe(chatRoot, { attributeFilter: ["class"], attributeOldValue: true });
+  }
 })();

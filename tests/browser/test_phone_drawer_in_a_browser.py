@@ -120,6 +120,9 @@ def test_the_list_is_a_drawer_behind_a_menu_button_on_a_phone(screen, account):
         # header as it goes (it slides only as ☰ and Close move it).
         page.set_viewport_size({"width": 800, "height": 860})
         assert page.evaluate("document.getElementById('sidebar').getAnimations().length") == 0
+        # The context panel leaves as the list does, at once (drawer.js marks it as it opens).
+        assert page.evaluate("document.getElementById('side-panel').getAnimations().length") == 0
+        expect(page.locator("#side-panel")).to_be_hidden()
         drawer_closed(page)
         return
 
