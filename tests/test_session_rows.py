@@ -5,6 +5,7 @@ copied over by its migration."""
 from __future__ import annotations
 
 import pytest
+from asgiref.sync import sync_to_async
 from django.contrib.auth import SESSION_KEY
 from django.contrib.sessions.backends.db import SessionStore as DjangoStore
 from django.db import connection
@@ -12,6 +13,7 @@ from django.db.migrations.executor import MigrationExecutor
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
+from turns import engine
 from web.models import UserSession
 from web.session_store import SessionStore
 from web.sessions import end_every_session
@@ -45,6 +47,20 @@ def test_ending_a_users_sessions_costs_the_same_however_many_others_are_signed_i
         assert not UserSession.objects.filter(user_id=alice.pk).exists()
     assert counts[0] == counts[1] <= 2
     assert UserSession.objects.filter(user_id=bob.pk).count() == 51
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_the_heartbeat_s_sweep_forgets_expired_sessions_and_keeps_live_ones(alice):
+    live, expired = SessionStore(), SessionStore()
+    for session in (live, expired):
+        session[SESSION_KEY] = str(alice.pk)
+    expired.set_expiry(-1)
+    for session in (live, expired):
+        await sync_to_async(session.create)()
+    await engine.sweep()
+    assert [key async for key in UserSession.objects.values_list("pk", flat=True)] == [
+        live.session_key
+    ]
 
 
 @pytest.mark.django_db(transaction=True)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from importlib import import_module
 
 from django.conf import settings
 
@@ -186,7 +187,8 @@ async def check_layer() -> None:
 
 async def sweep() -> None:
     """Close what dead processes left running, start queues nobody is running, forget the
-    limits' windows that have ended, and delete the files nobody will send or see again."""
+    limits' windows and the sessions that have ended, and delete the files nobody will send or
+    see again."""
     cutoff = stale_before()
     replies = await db.run(recovery.close_stale, cutoff)
     await show_recovered(replies)
@@ -198,6 +200,14 @@ async def sweep() -> None:
             kick(conversation_id)
     await db.run(limits.sweep)
     await db.run(attachments.sweep)
+    await db.run(forget_expired_sessions)
+
+
+def forget_expired_sessions() -> None:
+    """Delete the session rows that have expired, as Django's `clearsessions` does (the session
+    engine's own, web/session_store.py): the table stays the size of the sessions signed in now,
+    with no cron job to remember (indexed by expiry, and cheap when nothing has expired)."""
+    import_module(settings.SESSION_ENGINE).SessionStore.clear_expired()
 
 
 async def shutdown() -> None:
