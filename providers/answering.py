@@ -1,11 +1,11 @@
 """Whether a text answers a question, for the offline demo model: plain functions over strings.
 
 A question asks about a subject (“my cat”, “the S3 bucket”, “the heron staging server”) and
-sometimes for a kind of value (a name, a number, or some specific value). A text answers it when
-it mentions every word of the subject and, when a kind is asked for, holds a value of that kind
-that the question does not already contain: “The restart script is called restart.sh” does not
-say what the cat is called; “legal has to approve the region before we pick an S3 bucket name”
-names no bucket.
+sometimes for a kind of value (a name, a number, an identifier such as an address or a path, or
+some specific value). A text answers it when it mentions every word of the subject and, when a
+kind is asked for, holds a value of that kind that the question does not already contain: “The
+restart script is called restart.sh” does not say what the cat is called; “legal has to approve
+the region before we pick an S3 bucket name” names no bucket.
 
 The question is read by its shape, not by a list of expected questions: the wh-word, the words
 between it and the auxiliary verb (“what S3 bucket name did…”: the last of them is the kind
@@ -58,6 +58,10 @@ FRAMING = frozenset(
 )
 # What asks for a name (“what is my cat called”, “what bucket name”, “who”).
 NAMING = frozenset("name names named call called title".split())
+# What asks for where something is: an identifier (a URL, a path, a host, an address with its
+# digits), which the answer gives without repeating the word ("the staging DB is at
+# postgres://10.2.3.4:5432/app" answers "What is the staging DB address?").
+LOCATING = frozenset("address url uri link path host hostname ip endpoint dsn location".split())
 # Kinds of value that are numbers.
 NUMBERS = frozenset(
     """
@@ -70,7 +74,7 @@ NUMBERS = frozenset(
 @dataclass(frozen=True)
 class Asked:
     """What a question asks about: the stems an answer must mention, and the kind of value it
-    must hold ("name", "number", "value"; None: no value, only the subject)."""
+    must hold ("name", "number", "identifier", "value"; None: no value, only the subject)."""
 
     subject: frozenset[str]
     kind: str | None
@@ -101,7 +105,11 @@ def asked(question: str) -> Asked:
         rest = rest[end:] if end is not None else _past_verb(rest[1:])
         if phrase:
             head = phrase.pop()
-            kind = "name" if head in NAMING else "number" if head in NUMBERS else "value"
+            kind = _kind_of(head)
+        elif (after := _ordered_content(rest)) and len(after) > 1 and after[-1] in LOCATING:
+            # "What is the staging DB address?": the last word names the kind, the rest the
+            # subject (alone, "What is the address?", it stays the subject).
+            kind, rest = "identifier", [t for t in rest if t != after[-1]]
     said = _content(rest)
     if kind is None and said & NAMING:
         kind = "name"  # "What is my cat called?"
@@ -181,12 +189,27 @@ def _past_verb(tokens: list[str]) -> list[str]:
 
 def _content(tokens: list[str]) -> frozenset[str]:
     """The words that say what a question is about: not function words, not the asking's."""
-    return frozenset(t for t in tokens if t not in FUNCTION_WORDS and stem(t) not in _FRAMING)
+    return frozenset(_ordered_content(tokens))
+
+
+def _ordered_content(tokens: list[str]) -> list[str]:
+    return [t for t in tokens if t not in FUNCTION_WORDS and stem(t) not in _FRAMING]
+
+
+def _kind_of(head: str) -> str:
+    """The kind of value a question's head word asks for ("bucket name": a name)."""
+    if head in NAMING:
+        return "name"
+    if head in NUMBERS:
+        return "number"
+    return "identifier" if head in LOCATING else "value"
 
 
 def _of_kind(value: str, kind: str) -> bool:
     if kind == "number":
         return any(c.isdigit() for c in value)
+    if kind == "identifier":  # a URL, a path, a host, an address: digits or marks inside
+        return re.search(r"\w[\d./:_@-]|\d", value) is not None
     return not re.fullmatch(r"[\d.,:/-]+", value)  # a name: a word or identifier, not a number
 
 

@@ -102,6 +102,21 @@ async def test_it_quotes_the_best_matching_window_line_for_a_question():
     assert "> Her budget is 900 euros for the hotel." in reply.text
 
 
+def test_with_the_recall_tool_a_line_that_gives_the_address_asked_for_answers_from_the_window():
+    from providers.demo import compose
+
+    said = "Our staging DB is at postgres://10.2.3.4:5432/app and the runbook is /srv/db.md."
+    messages = [
+        {"role": "user", "content": said},
+        {"role": "assistant", "content": "Noted."},
+        {"role": "user", "content": "What is the staging DB address?"},
+    ]
+    text, call = compose(SYSTEM, messages, can_search=True)
+    assert call is None and said in text  # not "nothing in my window", then a search
+    messages[0]["content"] = "Our staging DB is slow today."
+    assert compose(SYSTEM, messages, can_search=True)[1].name == "search_history"
+
+
 async def test_the_quote_never_is_the_question_itself():
     _, reply = await ask([{"role": "user", "content": "What is the hotel budget?"}])
 
@@ -358,6 +373,10 @@ async def test_a_hit_in_another_conversation_is_said_to_be_there():
         ("What hotel budget did I give you?", "Her budget is 900 euros for the hotel."),
         ("Which box holds the pelican key today?", "The pelican key is in the blue box."),
         ("Who owns the price sheet?", "Ravi Menon owns the price sheet."),
+        # Where something is: the answer gives the address without the word.
+        ("What is the staging DB address?", "Our staging DB is at postgres://10.2.3.4:5432/app."),
+        ("What is the runbook path?", "The runbook is /srv/runbooks/db.md, kept by Priya."),
+        ("What URL did we settle on for the docs?", "The docs move to https://docs.example.org."),
     ],
 )
 def test_a_text_that_holds_the_subject_and_a_value_of_the_kind_answers(question, text):
@@ -383,6 +402,8 @@ def test_a_text_that_holds_the_subject_and_a_value_of_the_kind_answers(question,
         ("What do you think?", "I think it is fine."),  # it names no subject
         ("Which box holds the heron key?", "The pelican key is in the blue box."),
         ("Who owns the price sheet?", "Ravi Menon owns the photos."),
+        ("What is the staging DB address?", "The staging DB is slow today."),  # no address
+        ("What is the runbook path?", "The runbook is in the wiki."),
     ],
 )
 def test_a_text_without_the_subject_or_a_value_of_the_kind_does_not_answer(question, text):
@@ -400,6 +421,10 @@ def test_the_subject_and_the_kind_are_read_from_the_questions_shape():
     assert (cat.subject, cat.kind) == ({"cat"}, "name")
     port = asked("Which port does the heron staging server listen on?")
     assert (port.subject, port.kind) == ({"heron", "stag", "server", "listen"}, "number")
+    where = asked("What is the staging DB address?")
+    assert (where.subject, where.kind) == ({"stag", "db"}, "identifier")
+    alone = asked("What is the address?")  # the word is all it says: the subject
+    assert (alone.subject, alone.kind) == ({"address"}, None)
 
 
 async def test_a_hit_that_shares_the_words_but_not_the_answer_is_passed_over():
