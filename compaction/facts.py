@@ -110,10 +110,11 @@ NUMBER_RE = re.compile(
 )
 _SENTENCE_END_RE = re.compile(r"(?<=[.!?])\s+(?=\S)")
 # Where a clause ends: punctuation before a space, a dash, or "and"/"but" before a new subject
-# ("My name is Ada and my project lives in /srv/engine" states two facts).
+# ("My name is Ada and my project lives in /srv/engine" states two facts, as "The service
+# listens on port 8443 and its config is /etc/app.yaml" does).
 CLAUSE_END_RE = re.compile(
-    r"[,;:()\[\]]\s+|\s+[-–—]\s+|\s+(?:and|but|so)\s+(?=(?:my|our|your|the|we|i|it|they|he|she|"
-    r"you|this|that)\b)",
+    r"[,;:()\[\]]\s+|\s+[-–—]\s+|\s+(?:and|but|so)\s+(?=(?:my|our|your|the|we|i|it|its|they|"
+    r"their|he|his|she|her|you|this|that)\b)",
     re.IGNORECASE,
 )
 # Words a fact does without: they take room and say nothing about the thing.

@@ -101,6 +101,17 @@ def test_a_fact_is_the_thing_with_the_words_that_say_what_it_is_not_its_sentence
     assert all(len(f.text) <= PER_FACT for f in found)
 
 
+def test_two_facts_of_one_sentence_joined_by_and_its_are_two_clauses():
+    said = "The invoice service listens on port 8443 and its config is /etc/invoice/app.yaml."
+
+    found = facts_of(turn(3, said))
+
+    assert [f.line() for f in found] == [
+        "- (#3) invoice service listens on port 8443",
+        "- (#3) config is /etc/invoice/app.yaml",
+    ]
+
+
 def test_a_fact_stated_again_replaces_the_earlier_statement():
     found = merged(
         [
