@@ -1,9 +1,10 @@
 // The conversation list as a drawer on a phone (static/css/reach.css), on a conversation's page
-// and on the home page (and, at the end, when the Context drawer may slide): ☰ opens it over the page, with the focus on its Close; Close, Esc, a tap
+// and on the home page: ☰ opens it over the page, with the focus on its Close; Close, Esc, a tap
 // outside it and choosing a conversation close it, and the focus goes back to ☰. While it is
 // open the page under it is inert and Tab goes round the drawer's own controls, as in a modal
 // dialog. It works as the Context drawer does (chat.js); a file of its own, as chat.js is full.
-// On a desktop ☰ is not shown and nothing here happens.
+// On a desktop ☰ is not shown and nothing here happens. Both drawers slide only as they open
+// and close: the Context drawer's marking is here too, at the end.
 (function () {
   "use strict";
 

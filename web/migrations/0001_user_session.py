@@ -11,10 +11,11 @@ def copy_live_sessions(apps, schema_editor):
     from django.contrib.auth import SESSION_KEY
     from django.contrib.sessions.backends.db import SessionStore
 
+    alias = schema_editor.connection.alias
     old = apps.get_model("sessions", "Session")
     new = apps.get_model("web", "UserSession")
     store = SessionStore()
-    live = old.objects.using(schema_editor.connection.alias).filter(expire_date__gt=timezone.now())
+    live = old.objects.using(alias).filter(expire_date__gt=timezone.now())
     batch = []
     for row in live.iterator(chunk_size=2000):
         user = str(store.decode(row.session_data).get(SESSION_KEY, ""))
@@ -27,9 +28,9 @@ def copy_live_sessions(apps, schema_editor):
             )
         )
         if len(batch) == 2000:
-            new.objects.bulk_create(batch, ignore_conflicts=True)
+            new.objects.using(alias).bulk_create(batch, ignore_conflicts=True)
             batch = []
-    new.objects.bulk_create(batch, ignore_conflicts=True)
+    new.objects.using(alias).bulk_create(batch, ignore_conflicts=True)
 
 
 class Migration(migrations.Migration):
