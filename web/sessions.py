@@ -62,10 +62,9 @@ def _deleted(sender, instance, **kwargs) -> None:
 
 def end_every_session(user_id: int) -> int:
     """End every session of the user (log out everywhere, or before their account goes): each
-    session row that signs them in is deleted (found by its user column, web/models.py), and
-    their sockets close once this commits (the tabs that reconnect come back signed out). How
-    many sessions ended that had not expired."""
+    live session row that signs them in is deleted (found by its user column, web/models.py;
+    expired ones sign nobody in, and the heartbeat's sweep deletes them), and their sockets close
+    once this commits (the tabs that reconnect come back signed out). How many sessions ended."""
     ended, _ = UserSession.objects.filter(user_id=user_id, expire_date__gt=timezone.now()).delete()
-    UserSession.objects.filter(user_id=user_id).delete()  # expired: nothing to tell
     transaction.on_commit(lambda: _end(user_id))
     return ended
