@@ -103,6 +103,8 @@ class Runtime:
         self._slots: dict[str, threading.BoundedSemaphore] = {}
         self._lock = threading.Lock()
         self._database: Any = None  # core/db.py's threads, made on first use
+        # The CPU a server process holds to and the lock file that keeps it its own (core/cpu.py).
+        self.cpu: tuple[int, Any] | None = None
         self._loops: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Loop] = (
             weakref.WeakKeyDictionary()
         )

@@ -26,7 +26,7 @@ from chat.compactions import Opened
 from chat.events import ReplyStarted
 from chat.models import stale_before
 from compaction import boundaries
-from core import channel_layer, db, outbox, runtime
+from core import channel_layer, cpu, db, outbox, runtime
 from providers.values import LLMError
 from tools import mcp
 from turns import active_users, claiming, compacting, liveness, places, recovery, reply, transitions
@@ -215,13 +215,24 @@ async def shutdown() -> None:
     await mcp.shutdown()  # after the turns: none of them is calling a tool any more
 
 
+def hold_one_cpu() -> None:
+    """A server process holds to one CPU of its own (core/cpu.py), unless ONE_CPU_PER_PROCESS
+    is off."""
+    here = runtime.current()
+    if settings.ONE_CPU_PER_PROCESS and here.cpu is None:
+        here.cpu = cpu.take_one(cpu.lock_dir(settings.BASE_DIR))
+        if here.cpu is not None:
+            log.info("this server process holds to CPU %d", here.cpu[0])
+
+
 async def lifespan(scope, receive, send) -> None:
-    """ASGI lifespan (uvicorn): start the background work at start-up; on a clean shutdown
-    (SIGTERM) close this process's replies and compactions at once instead of leaving them to
-    go stale."""
+    """ASGI lifespan (uvicorn): at start-up hold to a CPU and start the background work; on a
+    clean shutdown (SIGTERM) close this process's replies and compactions at once instead of
+    leaving them to go stale."""
     while True:
         message = await receive()
         if message["type"] == "lifespan.startup":
+            hold_one_cpu()
             ensure_started()
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
