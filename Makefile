@@ -35,9 +35,11 @@ run: $(STAMP)
 # taken from the environment, else generated once into .secret_key. Forwarded addresses are
 # believed only from the proxies TRUSTED_PROXIES names (the app reads them, web/forwarded.py; the
 # server rewrites nothing): behind a proxy on this host, TRUSTED_PROXIES=127.0.0.1 make serve.
+# Each process holds to a CPU of its own, all but the last (core/cpu.py; ONE_CPU_PER_PROCESS).
 serve: $(STAMP)
 	@export DATABASE_URL=$${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/chat} \
-	        REDIS_URL=$${REDIS_URL-redis://127.0.0.1:6379/0} DJANGO_DEBUG=$${DJANGO_DEBUG:-false}; \
+	        REDIS_URL=$${REDIS_URL-redis://127.0.0.1:6379/0} DJANGO_DEBUG=$${DJANGO_DEBUG:-false} \
+	        ONE_CPU_PER_PROCESS=$${ONE_CPU_PER_PROCESS:-true}; \
 	if [ "$(WORKERS)" -gt 1 ] && [ -z "$$REDIS_URL" ]; then \
 	  echo "WORKERS=$(WORKERS) needs REDIS_URL: processes share conversations through Redis" >&2; exit 1; fi; \
 	if [ -z "$$DJANGO_SECRET_KEY" ]; then \

@@ -94,11 +94,12 @@ TEMPLATES = [
 # each with its own connection kept for CONN_MAX_AGE seconds; on SQLite on one thread the event
 # loop waits for. HTTP requests close their connections when they end (close_after_request).
 DB_THREADS = env_int("DB_THREADS", 8)
-# Each server process holds its threads to one CPU no other server process of this checkout
-# holds, never the last CPU (core/cpu.py): the interpreter runs one thread at a time, and its
-# hand-offs between the event loop and the database threads cost a fifth of a reply's CPU when
-# made across cores.
-ONE_CPU_PER_PROCESS = env_bool("ONE_CPU_PER_PROCESS", True)
+# Each server process holds its threads to one CPU no other server process of this user holds,
+# never the last CPU (core/cpu.py): the interpreter runs one thread at a time, and its hand-offs
+# between the event loop and the database threads cost a fifth of a reply's CPU when made across
+# cores. On under `make serve`, which starts its processes side by side on one machine; off by
+# default, as processes that cannot see each other's lock files (containers) would share a core.
+ONE_CPU_PER_PROCESS = env_bool("ONE_CPU_PER_PROCESS", False)
 DATABASES = {
     "default": dj_database_url.parse(
         env_str("DATABASE_URL", f"sqlite:///{BASE_DIR / 'db.sqlite3'}"),

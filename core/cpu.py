@@ -8,18 +8,23 @@ under 100 chats (bench/load.py) took about a fifth less CPU a reply, and its vol
 switches fell from about 97 a reply to about 24 (bench/RESULTS.md). The interpreter could not use
 a second core anyway; processes are how this app uses more than one (`make serve`'s WORKERS).
 
-Each process takes a CPU no other server process of this deployment holds: an exclusive lock on
-a file per CPU, held while the process lives (the kernel lets it go when the process dies, however
-it dies). The last allowed CPU is never taken: the database, the proxy and any further server
-process need somewhere the kernel can move them, and held to every core, two processes on two
-cores served no more than free ones, and in some runs a tenth less (bench/RESULTS.md). A process
-that finds no CPU to take, or has only one, is left where the kernel puts it.
+Each process takes a CPU no other server process of this user on this machine holds: an
+exclusive lock on a file per CPU, held while the process lives (the kernel lets it go when the
+process dies, however it dies). The last allowed CPU is never taken: the database, the proxy and
+any further server process need somewhere the kernel can move them, and held to every core, two
+processes on two cores served no more than free ones, and in some runs a tenth less
+(bench/RESULTS.md). A process that finds no CPU to take, or has only one, is left where the
+kernel puts it.
+
+Processes that cannot see each other's lock files (containers, systemd's PrivateTmp) would all
+take the same first CPU: that is why it is `make serve`'s choice (ONE_CPU_PER_PROCESS), not the
+settings' default.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
-import hashlib
 import logging
 import os
 import tempfile
@@ -29,11 +34,10 @@ from typing import IO
 log = logging.getLogger(__name__)
 
 
-def lock_dir(base_dir: Path) -> Path:
-    """Where this deployment's processes meet: one name per checkout and user, so two
-    deployments on one machine (or a test server beside a developer's) do not share it."""
-    tag = hashlib.sha256(str(base_dir.resolve()).encode()).hexdigest()[:12]
-    return Path(tempfile.gettempdir()) / f"chat-cpus-{os.getuid()}-{tag}"
+def lock_dir() -> Path:
+    """Where this machine's server processes of one user meet, whatever their checkout: they
+    share its cores."""
+    return Path(tempfile.gettempdir()) / f"chat-cpus-{os.getuid()}"
 
 
 def take_one(directory: Path) -> tuple[int, IO] | None:
@@ -49,12 +53,20 @@ def take_one(directory: Path) -> tuple[int, IO] | None:
         try:
             directory.mkdir(mode=0o700, exist_ok=True)
             held = _lock(directory / f"cpu-{cpu}.lock")
-        except OSError as error:  # a temporary directory it may not write: a slower process
+        except OSError as error:  # a directory it may not write
             log.warning("could not hold this server process to one CPU: %s", error)
             return None
-        if held is not None:
-            _hold_every_thread(cpu)
-            return cpu, held
+        if held is None:
+            continue
+        try:
+            _hold_every_thread({cpu})
+        except OSError as error:  # no /proc, or the allowed CPUs changed under it
+            held.close()
+            with contextlib.suppress(OSError):
+                _hold_every_thread(set(allowed))
+            log.warning("could not hold this server process to one CPU: %s", error)
+            return None
+        return cpu, held
     log.info("every CPU but the last is held by another server process: this one is left free")
     return None
 
@@ -69,10 +81,10 @@ def _lock(path: Path) -> IO | None:
     return handle
 
 
-def _hold_every_thread(cpu: int) -> None:
+def _hold_every_thread(cpus: set[int]) -> None:
     # sched_setaffinity sets one thread's CPUs; threads started later take their starter's.
     for task in os.listdir("/proc/self/task"):
         try:
-            os.sched_setaffinity(int(task), {cpu})
-        except (ProcessLookupError, PermissionError):  # a thread that has just ended
+            os.sched_setaffinity(int(task), cpus)
+        except ProcessLookupError:  # a thread that has just ended
             pass

@@ -118,6 +118,8 @@ class OneThread:
     def run[R](self, call: Callable[[], R]) -> R:
         with self._one_caller:
             allowed = os.sched_getaffinity(0) if self.cpu is not None else None
+            if allowed == {self.cpu}:  # there already: the process holds to it (core/cpu.py)
+                allowed = None
             if allowed is not None:
                 os.sched_setaffinity(0, {self.cpu})  # 0: the calling thread
             try:

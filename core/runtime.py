@@ -4,6 +4,7 @@
   points before a boundary (chat/figures.py);
 - the database threads (core/db.py), the clients of the cache the limits count in, and small
   values worked out once (a URL pattern);
+- the CPU a server process holds to, with the lock file that keeps it its own (core/cpu.py);
 - the model clients: those built from the settings, and any registered in their place (a test's
   or a benchmark's fake model: providers/registry.py);
 - what this process runs right now (`Loop`): the replies it streams, its compactions, each
@@ -162,4 +163,5 @@ def reset() -> Runtime:
     old = current()
     old.close()
     _current = Runtime(render=old.render)
+    _current.cpu = old.cpu  # the threads stay held: so does the lock that says so
     return _current

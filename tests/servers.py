@@ -34,8 +34,9 @@ def database_url() -> str:
 class Server:
     """One `uvicorn config.asgi:application` process (the production server, lifespan on)."""
 
-    def __init__(self, provider_url: str, **env: str) -> None:
+    def __init__(self, provider_url: str, *, cpus: set[int] | None = None, **env: str) -> None:
         self.port = free_port()
+        self.cpus = cpus  # the CPUs it may run on (all of the test's by default)
         self.log = tempfile.NamedTemporaryFile(prefix="server-", suffix=".log", delete=False)
         self.env = {
             **os.environ,
@@ -76,6 +77,7 @@ class Server:
             env=self.env,
             stdout=self.log,
             stderr=subprocess.STDOUT,
+            preexec_fn=None if self.cpus is None else lambda: os.sched_setaffinity(0, self.cpus),
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

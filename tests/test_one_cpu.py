@@ -17,16 +17,19 @@ from core import cpu
 from tests.servers import Server
 
 ROOT = Path(__file__).resolve().parent.parent
-ALLOWED = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+# At most three CPUs for the processes these tests start: on a machine of many, as many
+# processes as CPUs would be a crowd of servers.
+ALLOWED = sorted(os.sched_getaffinity(0))[:3] if hasattr(os, "sched_getaffinity") else []
 
 pytestmark = pytest.mark.skipif(len(ALLOWED) < 2, reason="one CPU: nothing to choose")
 
-# A process that starts a thread, then takes a CPU, says which and what every thread of it may
-# run on, and lives until its input closes.
+# A process held to ALLOWED that starts a thread, then takes a CPU, says which and what every
+# thread of it may run on, and lives until its input closes.
 TAKER = """
 import os, sys, threading
 from pathlib import Path
 from core import cpu
+os.sched_setaffinity(0, {int(n) for n in sys.argv[2].split(",")})
 done = threading.Event()
 threading.Thread(target=done.wait, daemon=True).start()
 held = cpu.take_one(Path(sys.argv[1]))
@@ -38,7 +41,7 @@ sys.stdin.read()
 
 def taker(directory: Path) -> tuple[subprocess.Popen, str]:
     process = subprocess.Popen(
-        [sys.executable, "-c", TAKER, str(directory)],
+        [sys.executable, "-c", TAKER, str(directory), ",".join(map(str, ALLOWED))],
         cwd=ROOT,
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -48,68 +51,81 @@ def taker(directory: Path) -> tuple[subprocess.Popen, str]:
 
 
 def test_each_process_takes_a_cpu_no_other_holds_and_the_cpu_is_free_again_when_it_dies(tmp_path):
-    takers = [taker(tmp_path) for _ in ALLOWED[:-1]]
+    takers = []
     try:
-        said = [line for _, line in takers]
+        takers = [taker(tmp_path) for _ in ALLOWED[:-1]]
         # Every thread of each process, the one started before too, on that process's CPU.
-        assert said == [f"{n} [({n},)]" for n in ALLOWED[:-1]]
-        # The last CPU is the kernel's to use for everything else: the next process is left
-        # where the kernel puts it.
-        extra, line = taker(tmp_path)
-        assert line == f"None [{tuple(ALLOWED)}]"
-        extra.communicate("")
-        # A process killed outright lets its CPU go.
+        assert [line for _, line in takers] == [f"{n} [({n},)]" for n in ALLOWED[:-1]]
+        # The last CPU is the kernel's, for everything else: the next process is left free.
+        takers.append(taker(tmp_path))
+        assert takers[-1][1] == f"None [{tuple(ALLOWED)}]"
+        # A process killed outright lets its CPU go at once.
         first = takers[0][0]
         first.send_signal(signal.SIGKILL)
         first.wait()
-        again, line = taker(tmp_path)
-        assert line == f"{ALLOWED[0]} [({ALLOWED[0]},)]"
-        again.communicate("")
+        takers.append(taker(tmp_path))
+        assert takers[-1][1] == f"{ALLOWED[0]} [({ALLOWED[0]},)]"
     finally:
         for process, _ in takers:
             if process.poll() is None:
                 process.communicate("")
 
 
-def threads_cpus(pid: int) -> set[tuple[int, ...]]:
-    return {
-        tuple(sorted(os.sched_getaffinity(int(task)))) for task in os.listdir(f"/proc/{pid}/task")
-    }
+def test_a_directory_it_cannot_write_leaves_the_process_free(tmp_path):
+    (tmp_path / "file").write_text("")
+    process, line = taker(tmp_path / "file" / "locks")
+    process.communicate("")
+    assert line == f"None [{tuple(ALLOWED)}]"
 
 
-def held_cpus(server: Server, timeout: float = 10) -> set[tuple[int, ...]]:
-    # Start-up (the lifespan) runs as the server starts to listen: wait for it to settle.
+def held_to(pid: int, timeout: float = 10) -> set[tuple[int, ...]]:
+    """What the server's threads may run on once its start-up (the lifespan, run as it starts
+    to listen) has held them."""
     deadline = time.monotonic() + timeout
     while True:
-        seen = threads_cpus(server.process.pid)
+        seen = {
+            tuple(sorted(os.sched_getaffinity(int(task))))
+            for task in os.listdir(f"/proc/{pid}/task")
+        }
         if (len(seen) == 1 and len(next(iter(seen))) == 1) or time.monotonic() > deadline:
             return seen
         time.sleep(0.1)
 
 
+def free(pid: int, timeout: float = 5) -> bool:
+    """Whether the server's event loop runs on any of its CPUs. On SQLite the loop joins the one
+    database thread's CPU for each call and comes back (core/db.py): free is seen between calls,
+    held never."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if os.sched_getaffinity(pid) == set(ALLOWED):
+            return True
+        time.sleep(0.05)
+    return False
+
+
 @pytest.mark.django_db(transaction=True)
-def test_a_real_server_holds_to_a_cpu_the_next_does_not_take_the_last_and_the_setting():
-    directory = cpu.lock_dir(ROOT)
-    # Whatever else of this checkout holds a CPU now (a developer's server) is not this test's.
-    free = [n for n in ALLOWED[:-1] if cpu_is_free(directory, n)]
-    if len(free) != len(ALLOWED) - 1:
-        pytest.skip("another server of this checkout holds a CPU")
-    servers = held = [Server("http://127.0.0.1:9").start() for _ in free]
+def test_real_servers_hold_to_a_cpu_each_but_the_last_and_only_when_the_setting_says():
+    if any(not cpu_is_free(cpu.lock_dir(), n) for n in ALLOWED[:-1]):
+        pytest.skip("another server of this user holds a CPU")
+    servers = []
+
+    def start(**env) -> Server:
+        servers.append(Server("http://127.0.0.1:9", cpus=set(ALLOWED), **env).start())
+        return servers[-1]
+
     try:
-        more = Server("http://127.0.0.1:9").start()
-        servers = [*held, more]
-        assert [held_cpus(server) for server in held] == [{(n,)} for n in free]
-        # No CPU left to take: on any CPU. Only its event loop's thread is looked at: on SQLite
-        # the one database thread holds to the CPU it started on, and the loop joins it for
-        # each call (core/db.py).
-        assert os.sched_getaffinity(more.process.pid) == set(ALLOWED)
-        for server in servers:
+        held = [start(ONE_CPU_PER_PROCESS="true") for _ in ALLOWED[:-1]]
+        more = start(ONE_CPU_PER_PROCESS="true")
+        unset = start()  # the settings' default: off (make serve turns it on)
+        assert [held_to(server.process.pid) for server in held] == [{(n,)} for n in ALLOWED[:-1]]
+        assert free(more.process.pid) and free(unset.process.pid)
+        for server in held:
             server.stop()
-        # Every CPU free, and the setting off: none taken.
-        loose = Server("http://127.0.0.1:9", ONE_CPU_PER_PROCESS="false").start()
-        servers = [loose]
+        # Every CPU free now, and the setting off: none taken.
+        off = start(ONE_CPU_PER_PROCESS="false")
         time.sleep(1)
-        assert os.sched_getaffinity(loose.process.pid) == set(ALLOWED)
+        assert free(off.process.pid) and all(cpu_is_free(cpu.lock_dir(), n) for n in ALLOWED)
     finally:
         for server in servers:
             server.stop()

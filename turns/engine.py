@@ -216,11 +216,11 @@ async def shutdown() -> None:
 
 
 def hold_one_cpu() -> None:
-    """A server process holds to one CPU of its own (core/cpu.py), unless ONE_CPU_PER_PROCESS
-    is off."""
+    """A server process holds to one CPU of its own (core/cpu.py) when ONE_CPU_PER_PROCESS is
+    on (`make serve`)."""
     here = runtime.current()
     if settings.ONE_CPU_PER_PROCESS and here.cpu is None:
-        here.cpu = cpu.take_one(cpu.lock_dir(settings.BASE_DIR))
+        here.cpu = cpu.take_one(cpu.lock_dir())
         if here.cpu is not None:
             log.info("this server process holds to CPU %d", here.cpu[0])
 

@@ -129,6 +129,9 @@ def base_env() -> dict:
         GENERATED_TITLES="false",
         **UNLIMITED,
     )
+    # Each server process held to a CPU of its own, as `make serve` runs them (core/cpu.py);
+    # ONE_CPU_PER_PROCESS=false in the environment measures them free.
+    env.setdefault("ONE_CPU_PER_PROCESS", "true")
     return env
 
 
